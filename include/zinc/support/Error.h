@@ -1,0 +1,31 @@
+//===- Error.h - The one way zinc libraries build user-facing errors ------===//
+//
+// Libraries return llvm::Error; the message is the diagnostic without the
+// tool prefix, e.g. "model.onnx: node 'MatMul_3' (MatMul): input 1 has
+// shape [4,5], expected [5,?]". Tools print it as "<tool>: error: <msg>".
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZINC_SUPPORT_ERROR_H
+#define ZINC_SUPPORT_ERROR_H
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+
+namespace zinc {
+
+/// An error carrying a one-line diagnostic.
+inline llvm::Error makeError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+/// Prefixes the message of `err` with `context + ": "` (a file, a node).
+llvm::Error addContext(llvm::Error err, const llvm::Twine &context);
+
+/// Prints "<tool>: error: <message>" for each error in `err` to stderr.
+void printError(llvm::StringRef tool, llvm::Error err);
+/// Prints "<tool>: warning: <message>" to stderr.
+void printWarning(llvm::StringRef tool, const llvm::Twine &msg);
+
+} // namespace zinc
+
+#endif

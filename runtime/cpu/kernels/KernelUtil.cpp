@@ -1,0 +1,65 @@
+//===- KernelUtil.cpp - Dtype dispatch and broadcasting for cpu kernels ---===//
+#include "KernelUtil.h"
+#include "llvm/ADT/Twine.h"
+
+namespace zinc::cpu {
+
+int64_t loadIndex(const TensorRef &t, int64_t i) {
+  switch (t.dtype) {
+  case DType::I64: return t.as<int64_t>()[i];
+  case DType::I32: return t.as<int32_t>()[i];
+  case DType::I16: return t.as<int16_t>()[i];
+  case DType::I8: return t.as<int8_t>()[i];
+  case DType::U8: return t.as<uint8_t>()[i];
+  case DType::U16: return t.as<uint16_t>()[i];
+  case DType::U32: return t.as<uint32_t>()[i];
+  case DType::U64: return static_cast<int64_t>(t.as<uint64_t>()[i]);
+  default:
+    return visitDType(t.dtype, [&](auto tag) -> int64_t {
+      using T = decltype(tag);
+      return static_cast<int64_t>(load(static_cast<const T *>(t.data)[i]));
+    });
+  }
+}
+
+llvm::SmallVector<int64_t, 6> contiguousStrides(llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<int64_t, 6> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+llvm::SmallVector<int64_t, 6> broadcastStrides(llvm::ArrayRef<int64_t> in,
+                                               llvm::ArrayRef<int64_t> out) {
+  llvm::SmallVector<int64_t, 6> inStrides = contiguousStrides(in);
+  llvm::SmallVector<int64_t, 6> s(out.size(), 0);
+  size_t lead = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    s[lead + d] = in[d] == 1 ? 0 : inStrides[d];
+  return s;
+}
+
+llvm::Expected<llvm::SmallVector<int64_t, 6>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  llvm::SmallVector<int64_t, 6> out(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t da = d < rank - a.size() ? 1 : a[d - (rank - a.size())];
+    int64_t db = d < rank - b.size() ? 1 : b[d - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return kernelError("shapes " + formatShape(a) + " and " + formatShape(b) +
+                         " do not broadcast");
+    out[d] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+llvm::Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+    return kernelError("axis " + llvm::Twine(axis) + " is out of range for rank " +
+                       llvm::Twine(rank));
+  return a;
+}
+
+} // namespace zinc::cpu

@@ -1,0 +1,12 @@
+//===- Kernels.h - Declarations of every cpu kernel named in Ops.def ------===//
+#ifndef ZINC_RUNTIME_CPU_KERNELS_KERNELS_H
+#define ZINC_RUNTIME_CPU_KERNELS_KERNELS_H
+
+#include "zinc/runtime/cpu/Kernel.h"
+
+namespace zinc::cpu {
+#define ZINC_OP(Name, Types, Fn) llvm::Error Fn(const KernelCall &call);
+#include "zinc/support/Ops.def"
+} // namespace zinc::cpu
+
+#endif

@@ -1,0 +1,63 @@
+//===- Attribute.cpp - Sorted attribute lists with typed getters ----------===//
+#include "zinc/support/Attribute.h"
+#include <algorithm>
+
+namespace zinc {
+
+bool Attribute::operator==(const Attribute &o) const {
+  return name == o.name && kind == o.kind && i == o.i && f == o.f &&
+         s == o.s && ints == o.ints && floats == o.floats &&
+         strings == o.strings && tensor == o.tensor;
+}
+
+void AttributeList::set(Attribute a) {
+  auto it = std::lower_bound(
+      attrs.begin(), attrs.end(), a.name,
+      [](const Attribute &x, const std::string &n) { return x.name < n; });
+  if (it != attrs.end() && it->name == a.name)
+    *it = std::move(a);
+  else
+    attrs.insert(it, std::move(a));
+}
+
+const Attribute *AttributeList::find(llvm::StringRef name) const {
+  auto it = std::lower_bound(
+      attrs.begin(), attrs.end(), name,
+      [](const Attribute &x, llvm::StringRef n) { return x.name < n; });
+  return it != attrs.end() && it->name == name ? &*it : nullptr;
+}
+
+int64_t AttributeList::getInt(llvm::StringRef name, int64_t dflt) const {
+  const Attribute *a = find(name);
+  return a && a->kind == AttrKind::Int ? a->i : dflt;
+}
+
+double AttributeList::getFloat(llvm::StringRef name, double dflt) const {
+  const Attribute *a = find(name);
+  return a && a->kind == AttrKind::Float ? a->f : dflt;
+}
+
+llvm::StringRef AttributeList::getString(llvm::StringRef name,
+                                         llvm::StringRef dflt) const {
+  const Attribute *a = find(name);
+  return a && a->kind == AttrKind::String ? llvm::StringRef(a->s) : dflt;
+}
+
+llvm::ArrayRef<int64_t> AttributeList::getInts(llvm::StringRef name) const {
+  const Attribute *a = find(name);
+  return a && a->kind == AttrKind::Ints ? llvm::ArrayRef<int64_t>(a->ints)
+                                        : llvm::ArrayRef<int64_t>();
+}
+
+llvm::ArrayRef<double> AttributeList::getFloats(llvm::StringRef name) const {
+  const Attribute *a = find(name);
+  return a && a->kind == AttrKind::Floats ? llvm::ArrayRef<double>(a->floats)
+                                          : llvm::ArrayRef<double>();
+}
+
+const TensorData *AttributeList::getTensor(llvm::StringRef name) const {
+  const Attribute *a = find(name);
+  return a && a->kind == AttrKind::Tensor ? &a->tensor : nullptr;
+}
+
+} // namespace zinc

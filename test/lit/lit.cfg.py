@@ -1,0 +1,16 @@
+# lit configuration for zinc's pass- and tool-level tests.
+import os
+import lit.formats
+
+config.name = "zinc"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".onnxtxt", ".zir", ".test"]
+config.excludes = ["Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(os.path.dirname(config.site_config if hasattr(config, "site_config") else __file__))
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+config.environment["PATH"] = os.pathsep.join(
+    [config.zinc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+config.substitutions.append(("%python", "/usr/bin/python3"))
+if config.zinc_cuda:
+    config.available_features.add("cuda")
