@@ -1,6 +1,9 @@
 //===- KernelUtil.cpp - Dtype dispatch and broadcasting for cpu kernels ---===//
 #include "KernelUtil.h"
 #include "llvm/ADT/Twine.h"
+#include <algorithm>
+#include <cstring>
+#include <omp.h>
 
 namespace zinc::cpu {
 
@@ -60,6 +63,48 @@ llvm::Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
     return kernelError("axis " + llvm::Twine(axis) + " is out of range for rank " +
                        llvm::Twine(rank));
   return a;
+}
+
+llvm::SmallVector<int64_t, 6> loadIndexList(const TensorRef &t) {
+  llvm::SmallVector<int64_t, 6> v;
+  int64_t n = t.numElements();
+  v.reserve(n);
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(loadIndex(t, i));
+  return v;
+}
+
+void copyBytes(void *dst, const void *src, size_t bytes) {
+  if (dst == src || bytes == 0)
+    return;
+  constexpr size_t chunk = size_t(1) << 20;
+  auto *d = static_cast<char *>(dst);
+  auto *s = static_cast<const char *>(src);
+  int64_t chunks = static_cast<int64_t>((bytes + chunk - 1) / chunk);
+  parallelRanges(chunks, bytes, [&](int64_t begin, int64_t end) {
+    size_t from = static_cast<size_t>(begin) * chunk;
+    size_t to = std::min(static_cast<size_t>(end) * chunk, bytes);
+    std::memcpy(d + from, s + from, to - from);
+  });
+}
+
+void parallelRanges(int64_t n, size_t workBytes,
+                    llvm::function_ref<void(int64_t, int64_t)> fn) {
+  // Below about a MiB of traffic, waking the thread team costs more than
+  // the loop itself.
+  if (n < 2 || workBytes < (size_t(1) << 20) || omp_get_max_threads() < 2 ||
+      omp_in_parallel()) {
+    if (n > 0)
+      fn(0, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+    if (begin < end)
+      fn(begin, end);
+  }
 }
 
 } // namespace zinc::cpu

@@ -9,6 +9,7 @@
 
 #include "zinc/runtime/cpu/Kernel.h"
 #include "zinc/support/Float16.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include <array>
 #include <type_traits>
 
@@ -109,6 +110,20 @@ void forEachStrided(llvm::ArrayRef<int64_t> shape,
 /// Normalises a possibly negative axis against `rank`; an error naming the
 /// axis when out of range.
 llvm::Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+/// Reads every element of an integer tensor (axes, splits, a shape) as int64.
+llvm::SmallVector<int64_t, 6> loadIndexList(const TensorRef &t);
+
+/// memcpy that splits large copies across OpenMP threads, since one core
+/// cannot saturate memory bandwidth. A no-op when dst == src.
+void copyBytes(void *dst, const void *src, size_t bytes);
+
+/// Splits [0, n) into one contiguous range per OpenMP thread and calls
+/// fn(begin, end) on each, in parallel only when `workBytes` (the bytes the
+/// whole loop touches) is large enough to pay for the threads. For loops
+/// that walk an index incrementally and so cannot be a plain `omp for`.
+void parallelRanges(int64_t n, size_t workBytes,
+                    llvm::function_ref<void(int64_t, int64_t)> fn);
 
 } // namespace zinc::cpu
 
