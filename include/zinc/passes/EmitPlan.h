@@ -1,0 +1,26 @@
+//===- EmitPlan.h - Lowering a scheduled graph to the plan protobuf -------===//
+#ifndef ZINC_PASSES_EMITPLAN_H
+#define ZINC_PASSES_EMITPLAN_H
+
+#include "zinc/ir/Graph.h"
+#include "zinc/plan/PlanFile.h"
+
+namespace zinc {
+
+struct EmitOptions {
+  std::string mode = "infer";
+  std::string hw = "cpu";
+  /// GPU tier capacity in bytes; 0 means unbounded.
+  uint64_t gpuCapacity = 0;
+  /// The scalar loss value, or null.
+  const ir::Value *loss = nullptr;
+};
+
+/// Builds the plan: one tensor per value, one instruction per node in
+/// program order, and static arena offsets from live intervals. Fails when
+/// the GPU arena's proven peak exceeds its capacity.
+llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts);
+
+} // namespace zinc
+
+#endif

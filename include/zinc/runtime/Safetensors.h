@@ -1,0 +1,49 @@
+//===- Safetensors.h - Reading and writing safetensors files --------------===//
+#ifndef ZINC_RUNTIME_SAFETENSORS_H
+#define ZINC_RUNTIME_SAFETENSORS_H
+
+#include "zinc/support/DType.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include <memory>
+
+namespace zinc::rt {
+
+/// One tensor of a safetensors file; `data` points into the mapped file.
+struct SafetensorView {
+  DType dtype = DType::F32;
+  llvm::SmallVector<int64_t, 6> shape;
+  llvm::ArrayRef<uint8_t> data;
+};
+
+/// A safetensors file mapped read-only.
+class SafetensorsFile {
+public:
+  /// Errors start with the path and say what is malformed.
+  static llvm::Expected<SafetensorsFile> open(llvm::StringRef path);
+  const SafetensorView *find(llvm::StringRef name) const;
+  const llvm::StringMap<SafetensorView> &tensors() const { return entries; }
+
+private:
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  llvm::StringMap<SafetensorView> entries;
+};
+
+/// A tensor to write: bytes are dense and little-endian.
+struct NamedTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  llvm::SmallVector<int64_t, 6> shape;
+  llvm::ArrayRef<uint8_t> data;
+};
+
+/// Writes tensors in the given order (written atomically via a rename).
+llvm::Error writeSafetensors(llvm::StringRef path,
+                             llvm::ArrayRef<NamedTensor> tensors);
+
+} // namespace zinc::rt
+
+#endif

@@ -1,0 +1,39 @@
+//===- StepLoop.h - Feeding, running and observing steps of a program -----===//
+#ifndef ZINC_RUNTIME_STEPLOOP_H
+#define ZINC_RUNTIME_STEPLOOP_H
+
+#include "zinc/runtime/Program.h"
+#include "llvm/ADT/Optional.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace zinc::rt {
+
+struct RunOptions {
+  unsigned steps = 1;
+  /// safetensors with one tensor per graph input, first dim = step.
+  std::string dataPath;
+  uint64_t seed = 0;
+  std::string metricsPath;
+  std::string saveOutputsPath;
+  std::string saveWeightsPath;
+  std::string tracePath;
+};
+
+/// What one step did, for the tool to print.
+struct StepReport {
+  unsigned step = 0;
+  unsigned steps = 0;
+  llvm::Optional<double> loss;
+  double seconds = 0;
+  uint64_t gpuHighWater = 0;
+};
+
+/// Runs `opts.steps` steps: feeds inputs (data slice `i mod len`, or seeded
+/// synthetic values), executes, reports each step to `onStep`, and writes
+/// the metrics, outputs, weights and trace files asked for.
+llvm::Error runSteps(Program &program, const RunOptions &opts,
+                     llvm::function_ref<void(const StepReport &)> onStep);
+
+} // namespace zinc::rt
+
+#endif

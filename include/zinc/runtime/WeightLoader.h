@@ -1,0 +1,20 @@
+//===- WeightLoader.h - Initializers from the ONNX model into their tiers -===//
+#ifndef ZINC_RUNTIME_WEIGHTLOADER_H
+#define ZINC_RUNTIME_WEIGHTLOADER_H
+
+#include "zinc/plan/PlanFile.h"
+#include "zinc/runtime/cpu/Kernel.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace zinc::rt {
+
+/// Copies every initializer the plan names into its tensor's buffer:
+/// inline ones from the ONNX model file (parsed once, only if needed),
+/// external ones straight from their data files. Errors name the
+/// initializer and the file (missing, short, unreadable).
+llvm::Error loadInitializers(const plan::Plan &plan,
+                             llvm::function_ref<cpu::TensorRef &(int)> tensorOf);
+
+} // namespace zinc::rt
+
+#endif

@@ -1,0 +1,162 @@
+//===- Safetensors.cpp - safetensors: u64 header size, JSON, raw bytes ----===//
+#include "zinc/runtime/Safetensors.h"
+#include "zinc/support/Error.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace zinc::rt {
+
+static llvm::Optional<DType> dtypeFromTag(llvm::StringRef tag) {
+  return llvm::StringSwitch<llvm::Optional<DType>>(tag)
+      .Case("F32", DType::F32)
+      .Case("F64", DType::F64)
+      .Case("F16", DType::F16)
+      .Case("BF16", DType::BF16)
+      .Case("I64", DType::I64)
+      .Case("I32", DType::I32)
+      .Case("I16", DType::I16)
+      .Case("I8", DType::I8)
+      .Case("U8", DType::U8)
+      .Case("U16", DType::U16)
+      .Case("U32", DType::U32)
+      .Case("U64", DType::U64)
+      .Case("BOOL", DType::Bool)
+      .Default(llvm::None);
+}
+
+static llvm::StringRef tagOf(DType t) {
+  switch (t) {
+  case DType::F32: return "F32";
+  case DType::F64: return "F64";
+  case DType::F16: return "F16";
+  case DType::BF16: return "BF16";
+  case DType::I64: return "I64";
+  case DType::I32: return "I32";
+  case DType::I16: return "I16";
+  case DType::I8: return "I8";
+  case DType::U8: return "U8";
+  case DType::U16: return "U16";
+  case DType::U32: return "U32";
+  case DType::U64: return "U64";
+  case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return makeError(path + ": cannot open: " + buf.getError().message());
+  SafetensorsFile file;
+  file.buffer = std::move(*buf);
+  llvm::StringRef bytes = file.buffer->getBuffer();
+  auto malformed = [&](const llvm::Twine &why) {
+    return makeError(path + ": not a valid safetensors file: " + why);
+  };
+  if (bytes.size() < 8)
+    return malformed("shorter than its 8-byte header size");
+  uint64_t headerSize = 0;
+  for (int i = 0; i < 8; ++i)
+    headerSize |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  if (headerSize > bytes.size() - 8)
+    return malformed("header size " + llvm::Twine(headerSize) +
+                     " runs past the end of the file");
+  auto json = llvm::json::parse(bytes.substr(8, headerSize));
+  if (!json)
+    return malformed("header is not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root)
+    return malformed("header is not a JSON object");
+  llvm::StringRef data = bytes.drop_front(8 + headerSize);
+  for (const auto &kv : *root) {
+    llvm::StringRef name = kv.first;
+    if (name == "__metadata__")
+      continue;
+    const llvm::json::Object *entry = kv.second.getAsObject();
+    if (!entry)
+      return malformed("entry '" + name + "' is not an object");
+    auto tag = entry->getString("dtype");
+    auto dtype = tag ? dtypeFromTag(*tag) : llvm::None;
+    if (!dtype)
+      return malformed("tensor '" + name + "' has an unsupported dtype");
+    const llvm::json::Array *shape = entry->getArray("shape");
+    const llvm::json::Array *offsets = entry->getArray("data_offsets");
+    if (!shape || !offsets || offsets->size() != 2)
+      return malformed("tensor '" + name + "' lacks shape or data_offsets");
+    SafetensorView view;
+    view.dtype = *dtype;
+    for (const llvm::json::Value &d : *shape) {
+      auto dim = d.getAsInteger();
+      if (!dim || *dim < 0)
+        return malformed("tensor '" + name + "' has a bad shape");
+      view.shape.push_back(*dim);
+    }
+    auto begin = (*offsets)[0].getAsInteger();
+    auto end = (*offsets)[1].getAsInteger();
+    if (!begin || !end || *begin < 0 || *end < *begin ||
+        static_cast<uint64_t>(*end) > data.size())
+      return malformed("tensor '" + name + "' has data_offsets outside the file");
+    uint64_t expected = numElements(view.shape) * dtypeSize(view.dtype);
+    if (static_cast<uint64_t>(*end - *begin) != expected)
+      return malformed("tensor '" + name + "' has " + llvm::Twine(*end - *begin) +
+                       " bytes, its shape needs " + llvm::Twine(expected));
+    view.data = llvm::ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>(data.data()) + *begin, *end - *begin);
+    file.entries[name] = view;
+  }
+  return std::move(file);
+}
+
+const SafetensorView *SafetensorsFile::find(llvm::StringRef name) const {
+  auto it = entries.find(name);
+  return it == entries.end() ? nullptr : &it->second;
+}
+
+llvm::Error writeSafetensors(llvm::StringRef path,
+                             llvm::ArrayRef<NamedTensor> tensors) {
+  llvm::json::Object header;
+  uint64_t offset = 0;
+  for (const NamedTensor &t : tensors) {
+    llvm::json::Array shape;
+    for (int64_t d : t.shape)
+      shape.push_back(d);
+    header[t.name] = llvm::json::Object{
+        {"dtype", tagOf(t.dtype)},
+        {"shape", std::move(shape)},
+        {"data_offsets", llvm::json::Array{offset, offset + t.data.size()}}};
+    offset += t.data.size();
+  }
+  std::string headerText;
+  llvm::raw_string_ostream(headerText) << llvm::json::Value(std::move(header));
+  // Pad with spaces so the data starts 8-byte aligned, as the format allows.
+  headerText.append((8 - headerText.size() % 8) % 8, ' ');
+
+  std::string tmp = (path + ".tmp").str();
+  std::error_code ec;
+  {
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return makeError(path + ": cannot write: " + ec.message());
+    uint64_t size = headerText.size();
+    for (int i = 0; i < 8; ++i)
+      os << static_cast<char>((size >> (8 * i)) & 0xff);
+    os << headerText;
+    for (const NamedTensor &t : tensors)
+      os.write(reinterpret_cast<const char *>(t.data.data()), t.data.size());
+    os.close();
+    if (os.has_error()) {
+      llvm::sys::fs::remove(tmp);
+      return makeError(path + ": cannot write: " + os.error().message());
+    }
+  }
+  if ((ec = llvm::sys::fs::rename(tmp, path))) {
+    llvm::sys::fs::remove(tmp);
+    return makeError(path + ": cannot write: " + ec.message());
+  }
+  return llvm::Error::success();
+}
+
+} // namespace zinc::rt

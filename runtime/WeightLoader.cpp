@@ -1,0 +1,162 @@
+//===- WeightLoader.cpp - Initializers from ONNX (inline or external) -----===//
+#include "zinc/runtime/WeightLoader.h"
+#include "zinc/support/Error.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include <cstring>
+#include <fcntl.h>
+#include <onnx/defs/parser.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+namespace zinc::rt {
+
+/// Parses the model for its inline initializers. libonnx throws; this is the
+/// one place the runtime calls it, so the conversion to Error is here.
+static llvm::Error parseModel(llvm::StringRef path, onnx::ModelProto &model) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/true);
+  if (!buf)
+    return makeError(path + ": cannot open the model for its weights: " +
+                     buf.getError().message());
+  llvm::StringRef bytes = (*buf)->getBuffer();
+  try {
+    if (path.endswith(".onnxtxt")) {
+      onnx::OnnxParser parser(bytes.data());
+      auto status = parser.Parse(model);
+      if (!status.IsOK())
+        return makeError(path + ": cannot parse the model: " + status.ErrorMessage());
+      return llvm::Error::success();
+    }
+    if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+      return makeError(path + ": cannot parse the model");
+  } catch (const std::exception &e) {
+    return makeError(path + ": cannot parse the model: " + e.what());
+  }
+  return llvm::Error::success();
+}
+
+/// Copies a typed repeated field into `out`, narrowing each element to the
+/// tensor's storage type (ONNX keeps 8/16-bit types and f16 bits in int32).
+template <typename Field>
+static void copyField(const Field &field, cpu::TensorRef &out) {
+  size_t n = std::min<size_t>(field.size(), out.numElements());
+  size_t width = dtypeSize(out.dtype);
+  auto *dst = static_cast<uint8_t *>(out.data);
+  for (size_t i = 0; i < n; ++i) {
+    auto v = field.Get(i);
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      if (out.dtype == DType::F32) {
+        float f = static_cast<float>(v);
+        std::memcpy(dst + 4 * i, &f, 4);
+      } else {
+        double d = static_cast<double>(v);
+        std::memcpy(dst + 8 * i, &d, 8);
+      }
+    } else {
+      uint64_t bits = static_cast<uint64_t>(v);
+      std::memcpy(dst + width * i, &bits, width); // little-endian low bytes
+    }
+  }
+}
+
+static llvm::Error copyInline(const onnx::TensorProto &src, cpu::TensorRef &out,
+                              llvm::StringRef modelPath) {
+  size_t bytes = out.byteSize();
+  if (src.has_raw_data()) {
+    if (src.raw_data().size() != bytes)
+      return makeError(modelPath + ": initializer '" + src.name() + "' has " +
+                       llvm::Twine(src.raw_data().size()) + " bytes, expected " +
+                       llvm::Twine(bytes));
+    std::memcpy(out.data, src.raw_data().data(), bytes);
+    return llvm::Error::success();
+  }
+  int64_t n = out.numElements();
+  int64_t have = src.float_data_size() + src.double_data_size() +
+                 src.int32_data_size() + src.int64_data_size() +
+                 src.uint64_data_size();
+  if (have != n)
+    return makeError(modelPath + ": initializer '" + src.name() + "' has " +
+                     llvm::Twine(have) + " elements, expected " + llvm::Twine(n));
+  if (src.float_data_size())
+    copyField(src.float_data(), out);
+  else if (src.double_data_size())
+    copyField(src.double_data(), out);
+  else if (src.int64_data_size())
+    copyField(src.int64_data(), out);
+  else if (src.uint64_data_size())
+    copyField(src.uint64_data(), out);
+  else
+    copyField(src.int32_data(), out);
+  return llvm::Error::success();
+}
+
+static llvm::Error readExternal(const plan::InitializerSource &src,
+                                cpu::TensorRef &out) {
+  uint64_t want = out.byteSize();
+  if (src.length() && src.length() != want)
+    return makeError(src.file() + ": initializer '" + src.name() + "' is " +
+                     llvm::Twine(src.length()) + " bytes, its shape needs " +
+                     llvm::Twine(want));
+  int fd = ::open(src.file().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return makeError(src.file() + ": cannot open external data of initializer '" +
+                     src.name() + "': " + std::strerror(errno));
+  auto *dst = static_cast<uint8_t *>(out.data);
+  uint64_t done = 0;
+  while (done < want) {
+    ssize_t got = ::pread(fd, dst + done, want - done, src.offset() + done);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      int savedErrno = errno;
+      ::close(fd);
+      if (got == 0)
+        return makeError(src.file() + ": external data of initializer '" +
+                         src.name() + "' is short: " + llvm::Twine(done) +
+                         " of " + llvm::Twine(want) + " bytes at offset " +
+                         llvm::Twine(src.offset()));
+      return makeError(src.file() + ": cannot read initializer '" + src.name() +
+                       "': " + std::strerror(savedErrno));
+    }
+    done += got;
+  }
+  ::close(fd);
+  return llvm::Error::success();
+}
+
+llvm::Error loadInitializers(const plan::Plan &plan,
+                             llvm::function_ref<cpu::TensorRef &(int)> tensorOf) {
+  onnx::ModelProto model;
+  llvm::StringMap<const onnx::TensorProto *> inlineByName;
+  bool parsed = false;
+  for (const plan::Tensor &t : plan.tensors()) {
+    if (!t.has_init())
+      continue;
+    cpu::TensorRef &out = tensorOf(t.id());
+    const plan::InitializerSource &src = t.init();
+    if (!src.file().empty()) {
+      if (auto err = readExternal(src, out))
+        return err;
+      continue;
+    }
+    if (!parsed) {
+      if (auto err = parseModel(plan.model_path(), model))
+        return err;
+      for (const onnx::TensorProto &init : model.graph().initializer())
+        inlineByName[init.name()] = &init;
+      parsed = true;
+    }
+    auto it = inlineByName.find(src.name());
+    if (it == inlineByName.end())
+      return makeError(plan.model_path() + ": initializer '" + src.name() +
+                       "' named by the plan is not in the model (was the model "
+                       "changed after compiling?)");
+    if (auto err = copyInline(*it->second, out, plan.model_path()))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace zinc::rt

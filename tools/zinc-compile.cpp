@@ -1,0 +1,170 @@
+//===- zinc-compile.cpp - ONNX model to zinc plan -------------------------===//
+#include "zinc/frontend/OnnxImporter.h"
+#include "zinc/passes/CompileReport.h"
+#include "zinc/passes/EmitPlan.h"
+#include "zinc/passes/PassManager.h"
+#include "zinc/support/Error.h"
+#include "zinc/support/Hardware.h"
+#include "zinc/support/Size.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+static cl::OptionCategory compileCategory("zinc-compile options");
+static cl::opt<std::string> modelPath(cl::Positional, cl::Required, cl::desc("MODEL"),
+                                      cl::cat(compileCategory));
+static cl::opt<std::string> outputPath("o", cl::Required, cl::desc("Output plan"),
+                                       cl::value_desc("PLAN"), cl::cat(compileCategory));
+static cl::opt<std::string> mode("mode", cl::desc("train (default) or infer"),
+                                 cl::init("train"), cl::cat(compileCategory));
+static cl::opt<std::string> lossName("loss",
+                                     cl::desc("Graph output holding the scalar loss"),
+                                     cl::cat(compileCategory));
+static cl::list<std::string> dims("dim", cl::desc("Bind a symbolic dimension"),
+                                  cl::value_desc("NAME=VALUE"), cl::cat(compileCategory));
+static cl::opt<std::string> hwName("hw", cl::desc("Hardware preset or FILE.json"),
+                                   cl::init("cpu"), cl::cat(compileCategory));
+static cl::opt<std::string> gpuMem("gpu-mem", cl::desc("GPU tier capacity"),
+                                   cl::value_desc("SIZE"), cl::cat(compileCategory));
+static cl::opt<std::string> cpuMem("cpu-mem", cl::desc("CPU tier capacity"),
+                                   cl::value_desc("SIZE"), cl::cat(compileCategory));
+static cl::opt<std::string> nvmeMem("nvme-mem", cl::desc("NVMe tier capacity"),
+                                    cl::value_desc("SIZE"), cl::cat(compileCategory));
+static cl::opt<std::string> reportPath("report", cl::desc("Write the compile report"),
+                                       cl::value_desc("FILE.json"), cl::cat(compileCategory));
+static cl::opt<bool> printAfterAll("print-after-all",
+                                   cl::desc("Print the IR after every pass"),
+                                   cl::cat(compileCategory));
+static cl::list<std::string> printAfter("print-after",
+                                        cl::desc("Print the IR after the named pass"),
+                                        cl::value_desc("PASS"), cl::cat(compileCategory));
+static cl::opt<bool> timePasses("time-passes", cl::desc("Time each pass"),
+                                cl::cat(compileCategory));
+static cl::opt<bool> verifyEach("verify-each",
+                                cl::desc("Run the verifier after every pass"),
+                                cl::init(zinc::passes::kVerifyEachByDefault), cl::cat(compileCategory));
+static cl::opt<std::string> emit("emit", cl::desc("binary (default) or text"),
+                                 cl::init("binary"), cl::cat(compileCategory));
+
+static constexpr StringLiteral tool = "zinc-compile";
+
+static Expected<uint64_t> capacity(const std::string &flag, const std::string &value,
+                                   uint64_t preset) {
+  if (value.empty())
+    return preset;
+  auto size = zinc::parseSize(value);
+  if (!size)
+    return zinc::addContext(size.takeError(), "--" + flag);
+  return *size;
+}
+
+/// --loss, else the only scalar float output (none in infer mode is fine).
+static Expected<const zinc::ir::Value *> chooseLoss(const zinc::ir::Graph &g) {
+  if (!lossName.empty()) {
+    for (const zinc::ir::Value *out : g.outputs())
+      if (out->name == lossName) {
+        if (out->numElements() != 1 || !zinc::isFloatDType(out->dtype))
+          return zinc::makeError(modelPath + ": --loss output '" + lossName +
+                                 "' is not a float scalar");
+        return out;
+      }
+    return zinc::makeError(modelPath + ": --loss names '" + lossName +
+                           "', which is not a graph output");
+  }
+  const zinc::ir::Value *found = nullptr;
+  for (const zinc::ir::Value *out : g.outputs())
+    if (out->numElements() == 1 && zinc::isFloatDType(out->dtype) && out->shape.empty()) {
+      if (found)
+        return nullptr; // Ambiguous: only --loss decides.
+      found = out;
+    }
+  return found;
+}
+
+static Error compile() {
+  if (mode != "train" && mode != "infer")
+    return zinc::makeError("--mode must be train or infer, not '" + mode + "'");
+  if (mode == "train")
+    return zinc::makeError("--mode=train is not available in this zinc yet "
+                           "(autodiff lands with the training work); use --mode=infer");
+  if (emit != "binary" && emit != "text")
+    return zinc::makeError("--emit must be binary or text, not '" + emit + "'");
+
+  auto hw = zinc::loadHardware(hwName);
+  if (!hw)
+    return hw.takeError();
+  auto gpu = capacity("gpu-mem", gpuMem, hw->gpuMem);
+  auto cpu = capacity("cpu-mem", cpuMem, hw->cpuMem);
+  auto nvme = capacity("nvme-mem", nvmeMem, hw->nvmeMem);
+  if (!gpu || !cpu || !nvme)
+    return joinErrors(joinErrors(gpu.takeError(), cpu.takeError()), nvme.takeError());
+  hw->gpuMem = *gpu;
+  hw->cpuMem = *cpu;
+  hw->nvmeMem = *nvme;
+
+  zinc::frontend::ImportOptions importOpts;
+  for (StringRef binding : dims) {
+    auto [name, value] = binding.split('=');
+    int64_t n = 0;
+    if (name.empty() || value.getAsInteger(10, n) || n <= 0)
+      return zinc::makeError("--dim expects NAME=VALUE with a positive integer, got '" +
+                             binding + "'");
+    importOpts.dims[name] = n;
+  }
+  importOpts.warn = [](const Twine &msg) { zinc::printWarning(tool, msg); };
+  auto graph = zinc::frontend::importOnnxModel(modelPath, importOpts);
+  if (!graph)
+    return graph.takeError();
+
+  zinc::passes::PassContext ctx;
+  zinc::passes::PassManager pm(ctx);
+  pm.setVerifyEach(verifyEach);
+  pm.setPrintAfterAll(printAfterAll);
+  pm.setTimePasses(timePasses);
+  if (auto err = pm.setPrintAfter(printAfter))
+    return err;
+  if (auto err = pm.parsePipeline("dce"))
+    return err;
+  if (auto err = pm.run(**graph))
+    return zinc::addContext(std::move(err), modelPath);
+
+  auto loss = chooseLoss(**graph);
+  if (!loss)
+    return loss.takeError();
+  zinc::EmitOptions emitOpts;
+  emitOpts.mode = mode;
+  emitOpts.hw = hw->name;
+  emitOpts.gpuCapacity = hw->gpuMem;
+  emitOpts.loss = *loss;
+  auto plan = zinc::emitPlan(**graph, emitOpts);
+  if (!plan)
+    return zinc::addContext(plan.takeError(), modelPath);
+
+  if (!reportPath.empty()) {
+    zinc::CompileConfig config;
+    config.mode = mode;
+    std::error_code ec;
+    raw_fd_ostream os(reportPath, ec);
+    if (ec)
+      return zinc::makeError(reportPath + ": cannot write: " + ec.message());
+    os << formatv("{0:2}", zinc::buildCompileReport(**graph, *plan, config, *hw)) << "\n";
+  }
+  return zinc::plan::writePlanFile(*plan, outputPath,
+                                   emit == "text" ? zinc::plan::PlanEncoding::Text
+                                                  : zinc::plan::PlanEncoding::Binary);
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(compileCategory);
+  cl::ParseCommandLineOptions(argc, argv, "zinc-compile: ONNX model to zinc plan\n");
+  if (auto err = compile()) {
+    zinc::printError(tool, std::move(err));
+    return 1;
+  }
+  return 0;
+}

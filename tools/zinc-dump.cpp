@@ -1,0 +1,37 @@
+//===- zinc-dump.cpp - Shows what a plan does -----------------------------===//
+#include "zinc/plan/PlanDump.h"
+#include "zinc/support/Error.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+
+using namespace llvm;
+
+static cl::OptionCategory dumpCategory("zinc-dump options");
+static cl::opt<std::string> planPath(cl::Positional, cl::Required, cl::desc("PLAN"),
+                                     cl::cat(dumpCategory));
+static cl::opt<std::string> outputFormat("format", cl::desc("text (default) or json"),
+                                   cl::init("text"), cl::cat(dumpCategory));
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(dumpCategory);
+  cl::ParseCommandLineOptions(argc, argv, "zinc-dump: show a zinc plan\n");
+  if (outputFormat != "text" && outputFormat != "json") {
+    zinc::printError("zinc-dump",
+                     zinc::makeError("--format=" + outputFormat +
+                                     " is not available (this zinc offers text and json; "
+                                     "trace and svg need the simulate pass)"));
+    return 1;
+  }
+  auto plan = zinc::plan::readPlanFile(planPath);
+  if (!plan) {
+    zinc::printError("zinc-dump", plan.takeError());
+    return 1;
+  }
+  if (outputFormat == "json")
+    outs() << llvm::formatv("{0:2}", zinc::plan::planToJson(*plan)) << "\n";
+  else
+    zinc::plan::dumpPlanText(*plan, outs());
+  return 0;
+}

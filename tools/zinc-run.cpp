@@ -1,0 +1,121 @@
+//===- zinc-run.cpp - Executes a zinc plan for N steps --------------------===//
+#include "zinc/runtime/Program.h"
+#include "zinc/runtime/StepLoop.h"
+#include "zinc/support/Error.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+#include <chrono>
+
+using namespace llvm;
+
+static cl::OptionCategory runCategory("zinc-run options");
+static cl::opt<std::string> planPath(cl::Positional, cl::Required,
+                                     cl::desc("PLAN"), cl::cat(runCategory));
+static cl::opt<unsigned> steps("steps", cl::desc("Steps to run (default 1)"),
+                               cl::init(1), cl::cat(runCategory));
+static cl::opt<std::string> dataPath(
+    "data", cl::desc("safetensors file, one tensor per graph input, first dim = step"),
+    cl::value_desc("FILE.safetensors"), cl::cat(runCategory));
+static cl::opt<std::string> backend("backend", cl::desc("cpu or cuda (default cpu)"),
+                                    cl::init("cpu"), cl::cat(runCategory));
+static cl::opt<std::string> nvmeDir("nvme-dir",
+                                    cl::desc("Directory for the NVMe tier's files"),
+                                    cl::value_desc("DIR"), cl::cat(runCategory));
+static cl::opt<uint64_t> seed("seed", cl::desc("Seed for synthetic inputs"),
+                              cl::init(0), cl::cat(runCategory));
+static cl::opt<std::string> metricsPath("metrics",
+                                        cl::desc("Write one JSON object per step"),
+                                        cl::value_desc("FILE.jsonl"), cl::cat(runCategory));
+static cl::opt<std::string> saveWeights("save-weights",
+                                        cl::desc("Write the fp32 weights at the end"),
+                                        cl::value_desc("FILE.safetensors"),
+                                        cl::cat(runCategory));
+static cl::opt<std::string> saveOutputs("save-outputs",
+                                        cl::desc("Write the graph outputs of the last step"),
+                                        cl::value_desc("FILE.safetensors"),
+                                        cl::cat(runCategory));
+static cl::opt<std::string> tracePath("trace",
+                                      cl::desc("Write the measured timeline (Chrome trace JSON)"),
+                                      cl::value_desc("FILE.json"), cl::cat(runCategory));
+
+static constexpr StringLiteral tool = "zinc-run";
+
+/// One line, redrawn in place, when stderr is a terminal.
+static void drawProgress(const zinc::rt::StepReport &r, double elapsed) {
+  unsigned done = r.step + 1;
+  constexpr unsigned width = 24;
+  unsigned filled = r.steps ? width * done / r.steps : width;
+  double rate = elapsed > 0 ? done / elapsed : 0;
+  double eta = rate > 0 ? (r.steps - done) / rate : 0;
+  errs() << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ')
+         << "] " << done << "/" << r.steps << "  " << format("%.2f", rate)
+         << " steps/s";
+  if (r.loss)
+    errs() << "  loss " << format("%.6f", *r.loss);
+  errs() << "  ETA " << format("%.1f", eta) << "s   ";
+  if (done == r.steps)
+    errs() << "\n";
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(runCategory);
+  cl::ParseCommandLineOptions(argc, argv, "zinc-run: execute a zinc plan\n");
+
+  if (backend != "cpu" && backend != "cuda") {
+    zinc::printError(tool, zinc::makeError("unknown backend '" + backend +
+                                           "' (expected cpu or cuda)"));
+    return 1;
+  }
+  if (backend == "cuda") {
+    zinc::printError(tool, zinc::makeError(
+                               "the cuda backend cannot execute plans yet; "
+                               "use --backend=cpu"));
+    return 1;
+  }
+  if (!nvmeDir.empty() && !sys::fs::is_directory(nvmeDir)) {
+    zinc::printError(tool, zinc::makeError(nvmeDir + ": --nvme-dir is not a directory"));
+    return 1;
+  }
+  if (steps == 0) {
+    zinc::printError(tool, zinc::makeError("--steps must be at least 1"));
+    return 1;
+  }
+
+  auto program = zinc::rt::Program::load(planPath);
+  if (!program) {
+    zinc::printError(tool, program.takeError());
+    return 1;
+  }
+  zinc::rt::RunOptions opts;
+  opts.steps = steps;
+  opts.dataPath = dataPath;
+  opts.seed = seed;
+  opts.metricsPath = metricsPath;
+  opts.saveOutputsPath = saveOutputs;
+  opts.saveWeightsPath = saveWeights;
+  opts.tracePath = tracePath;
+
+  bool terminal = sys::Process::StandardErrIsDisplayed();
+  auto start = std::chrono::steady_clock::now();
+  auto onStep = [&](const zinc::rt::StepReport &r) {
+    outs() << "step " << r.step;
+    if (r.loss)
+      outs() << ": loss " << format("%.6f", *r.loss);
+    outs() << " (" << format("%.3f", r.seconds * 1e3) << " ms)\n";
+    outs().flush();
+    if (terminal)
+      drawProgress(r, std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
+  };
+  if (auto err = zinc::rt::runSteps(**program, opts, onStep)) {
+    zinc::printError(tool, std::move(err));
+    return 1;
+  }
+  return 0;
+}
