@@ -1,0 +1,37 @@
+# zinc: two commands on a fresh Debian machine.
+#   make run   installs dependencies, builds, and runs the bundled example
+#   make test  installs dependencies, builds, and runs every test
+BUILD ?= build
+JOBS ?= $(shell nproc)
+DEPS_STAMP := $(BUILD)/.deps-installed
+RUN_DIR := $(BUILD)/run
+
+.PHONY: all deps build run test clean
+
+all: build
+
+# Re-run the installer whenever it changes.
+$(DEPS_STAMP): scripts/install-deps.sh
+	bash scripts/install-deps.sh
+	mkdir -p $(BUILD) && touch $@
+
+deps: $(DEPS_STAMP)
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	mkdir -p $(RUN_DIR)
+	$(BUILD)/tools/zinc-compile examples/gpt/gpt.onnx --mode=infer \
+	  -o $(RUN_DIR)/gpt.zplan --report=$(RUN_DIR)/report.json
+	$(BUILD)/tools/zinc-run $(RUN_DIR)/gpt.zplan --backend=cpu --steps=16 \
+	  --data=examples/gpt/data.safetensors --metrics=$(RUN_DIR)/metrics.jsonl \
+	  --save-outputs=$(RUN_DIR)/outputs.safetensors
+	@echo "zinc: plan, report and metrics are in $(RUN_DIR)/"
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD)
