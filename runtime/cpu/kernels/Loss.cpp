@@ -84,7 +84,8 @@ static llvm::Expected<LossProblem> readProblem(const KernelCall &call,
                        "] " + dtypeName(in.dtype) + " tensor, it is " +
                        dtypeName(p.weight->dtype) +
                        formatShape(p.weight->shape));
-  int64_t lossCount = p.reduction == ReductionKind::None ? tgt.numElements() : 1;
+  int64_t lossCount =
+      p.reduction == ReductionKind::None ? tgt.numElements() : 1;
   if (p.loss->dtype != in.dtype || p.loss->numElements() != lossCount)
     return kernelError(call.opType + ": loss output must hold " +
                        Twine(lossCount) + " " + dtypeName(in.dtype) +
@@ -93,8 +94,9 @@ static llvm::Expected<LossProblem> readProblem(const KernelCall &call,
   if (p.logProb && (p.logProb->dtype != in.dtype ||
                     llvm::ArrayRef<int64_t>(p.logProb->shape) !=
                         llvm::ArrayRef<int64_t>(in.shape)))
-    return kernelError(call.opType + ": log_prob output must match the input, "
-                                     "it is " +
+    return kernelError(call.opType +
+                       ": log_prob output must match the input, "
+                       "it is " +
                        dtypeName(p.logProb->dtype) +
                        formatShape(p.logProb->shape));
 
@@ -105,8 +107,8 @@ static llvm::Expected<LossProblem> readProblem(const KernelCall &call,
       continue;
     if (t < 0 || t >= p.c)
       return kernelError(call.opType + ": target " + Twine(t) +
-                         " at position " + Twine(i) +
-                         " is out of range for " + Twine(p.c) + " classes");
+                         " at position " + Twine(i) + " is out of range for " +
+                         Twine(p.c) + " classes");
   }
   return p;
 }
@@ -127,7 +129,20 @@ static void lossForSample(const LossProblem &p, bool softmax, int64_t n,
   // lse[d] = log(sum_c exp(x[c, d])), computed stably around the maximum;
   // the loops run over d innermost so they are contiguous.
   lse.assign(numD, C(0));
-  if (softmax) {
+  if (softmax && numD == 1) {
+    // [N, C] (the common language-model case): one contiguous row.
+    C m = -std::numeric_limits<C>::infinity(), sum = 0;
+    for (int64_t c = 0; c < numC; ++c)
+      m = std::max(m, load(x[c]));
+    for (int64_t c = 0; c < numC; ++c)
+      sum += std::exp(load(x[c]) - m);
+    lse[0] = m + std::log(sum);
+    if (p.logProb) {
+      T *lp = p.logProb->as<T>() + n * numC;
+      for (int64_t c = 0; c < numC; ++c)
+        lp[c] = store<T>(load(x[c]) - lse[0]);
+    }
+  } else if (softmax) {
     std::vector<C> maxv(numD, -std::numeric_limits<C>::infinity());
     for (int64_t c = 0; c < numC; ++c)
       for (int64_t d = 0; d < numD; ++d)
@@ -145,9 +160,8 @@ static void lossForSample(const LossProblem &p, bool softmax, int64_t n,
     }
   }
 
-  T *perPosition = p.reduction == ReductionKind::None
-                       ? p.loss->as<T>() + n * numD
-                       : nullptr;
+  T *perPosition =
+      p.reduction == ReductionKind::None ? p.loss->as<T>() + n * numD : nullptr;
   double sum = 0, wsum = 0;
   for (int64_t d = 0; d < numD; ++d) {
     int64_t t = static_cast<int64_t>(tgt[d]);

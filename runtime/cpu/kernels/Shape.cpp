@@ -36,9 +36,8 @@ static Error copyThrough(const KernelCall &call) {
   const TensorRef &in = *call.input(0);
   TensorRef &out = *call.output(0);
   if (in.dtype != out.dtype)
-    return kernelError(call.opType + ": input has type " +
-                       dtypeName(in.dtype) + " but output has type " +
-                       dtypeName(out.dtype));
+    return kernelError(call.opType + ": input has type " + dtypeName(in.dtype) +
+                       " but output has type " + dtypeName(out.dtype));
   if (in.numElements() != out.numElements())
     return kernelError(call.opType + ": input shape " + formatShape(in.shape) +
                        " and output shape " + formatShape(out.shape) +
@@ -215,7 +214,8 @@ Error runRange(const KernelCall &call) {
       if constexpr (std::is_integral_v<C>) {
         // Integer ceil division without going through floating point, which
         // would lose exactness for large int64 ranges.
-        int64_t span = static_cast<int64_t>(limit) - static_cast<int64_t>(start);
+        int64_t span =
+            static_cast<int64_t>(limit) - static_cast<int64_t>(start);
         int64_t step = static_cast<int64_t>(delta);
         if ((span > 0) != (step > 0) || span == 0)
           count = 0;
