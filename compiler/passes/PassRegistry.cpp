@@ -1,0 +1,28 @@
+//===- PassRegistry.cpp - Pass lookup by argument, from Passes.def --------===//
+#include "zinc/passes/PassManager.h"
+#include "zinc/support/Error.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace zinc::passes {
+
+Pass::~Pass() = default;
+
+std::vector<llvm::StringRef> getPassArguments() {
+  return {
+#define ZINC_PASS(ARGUMENT, CREATE) ARGUMENT,
+#include "zinc/passes/Passes.def"
+  };
+}
+
+std::string listPassArguments() { return llvm::join(getPassArguments(), ", "); }
+
+llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef argument) {
+#define ZINC_PASS(ARGUMENT, CREATE)                                            \
+  if (argument == ARGUMENT)                                                    \
+    return CREATE();
+#include "zinc/passes/Passes.def"
+  return makeError("unknown pass '" + argument +
+                   "'; valid passes: " + listPassArguments());
+}
+
+} // namespace zinc::passes

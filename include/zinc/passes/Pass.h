@@ -1,0 +1,37 @@
+//===- Pass.h - The interface every zinc pass implements ------------------===//
+#ifndef ZINC_PASSES_PASS_H
+#define ZINC_PASSES_PASS_H
+
+#include "zinc/ir/Graph.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <memory>
+
+namespace zinc::passes {
+
+/// What a pass may need besides the graph: the options of the whole
+/// compilation (hardware description, budgets, ZeRO stage...). It grows
+/// with the passes that read it; dce needs nothing from it.
+struct PassContext {};
+
+/// A transformation of the graph. Passes are created through Passes.def,
+/// never registered by static constructors.
+class Pass {
+public:
+  virtual ~Pass();
+  /// Human-readable name, for dumps and timers: "Dead Code Elimination".
+  virtual llvm::StringRef getName() const = 0;
+  /// The name in pipelines and on the command line: "dce".
+  virtual llvm::StringRef getArgument() const = 0;
+  /// Transforms `g`; returns whether anything changed. Errors are for what
+  /// a user can cause (an unsupported op, a budget that cannot fit).
+  virtual llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) = 0;
+};
+
+/// The factory of each pass listed in Passes.def.
+#define ZINC_PASS(ARGUMENT, CREATE) std::unique_ptr<Pass> CREATE();
+#include "zinc/passes/Passes.def"
+
+} // namespace zinc::passes
+
+#endif

@@ -1,0 +1,80 @@
+//===- PassManager.h - Runs a pipeline of passes over a graph -------------===//
+//
+// Like MLIR's pass manager: a pipeline written as text ("dce,dce"), the
+// verifier after every pass that changed the graph, IR dumps after chosen
+// passes and a timing report. Dumps and the report go to a stream the tool
+// chooses (stderr in zinc-opt), never straight to the terminal.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZINC_PASSES_PASSMANAGER_H
+#define ZINC_PASSES_PASSMANAGER_H
+
+#include "zinc/passes/Pass.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/raw_ostream.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zinc::passes {
+
+/// Whether the verifier runs after each pass unless told otherwise: on in
+/// debug builds (assertions enabled), off in release builds, where the
+/// tools still verify their input.
+#ifdef NDEBUG
+inline constexpr bool kVerifyEachByDefault = false;
+#else
+inline constexpr bool kVerifyEachByDefault = true;
+#endif
+
+/// The arguments of every pass in Passes.def, in its order.
+std::vector<llvm::StringRef> getPassArguments();
+/// "dce, tile, ..." for error messages and --help.
+std::string listPassArguments();
+/// Creates the pass whose argument is `argument`; an error naming the valid
+/// ones when there is none.
+llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef argument);
+
+class PassManager {
+public:
+  explicit PassManager(PassContext &ctx) : ctx(ctx) {}
+
+  /// Appends the passes of a comma-separated pipeline ("dce,dce"); an
+  /// unknown name is an error that lists the valid ones.
+  llvm::Error parsePipeline(llvm::StringRef pipeline);
+  void addPass(std::unique_ptr<Pass> pass);
+  size_t size() const { return passes.size(); }
+
+  /// Runs the verifier after every pass that reports a change.
+  void setVerifyEach(bool enable) { verifyEach = enable; }
+  bool getVerifyEach() const { return verifyEach; }
+  /// Dumps the graph after every pass.
+  void setPrintAfterAll(bool enable) { printAfterAll = enable; }
+  /// Dumps the graph after the passes with these arguments; an unknown
+  /// argument is an error that lists the valid ones.
+  llvm::Error setPrintAfter(llvm::ArrayRef<std::string> arguments);
+  /// Times each pass and prints the report once the pipeline has run.
+  void setTimePasses(bool enable) { timePasses = enable; }
+  /// Where dumps and the timing report go.
+  void setDiagnosticStream(llvm::raw_ostream &os) { diagOS = &os; }
+
+  /// Runs the pipeline in order. A pass's error, or a verifier failure
+  /// after it, stops the pipeline and names the pass. A pass's dump is
+  /// written before the verifier runs, so a broken graph can be inspected.
+  llvm::Error run(ir::Graph &g);
+
+private:
+  bool shouldPrintAfter(const Pass &p) const;
+
+  PassContext &ctx;
+  std::vector<std::unique_ptr<Pass>> passes;
+  bool verifyEach = kVerifyEachByDefault;
+  bool printAfterAll = false;
+  llvm::StringSet<> printAfter;
+  bool timePasses = false;
+  llvm::raw_ostream *diagOS = &llvm::errs();
+};
+
+} // namespace zinc::passes
+
+#endif
