@@ -413,6 +413,8 @@ Error runConcat(const KernelCall &call) {
   if (Error e = requireIO(call, 1))
     return e;
   TensorRef &out = *call.output(0);
+  if (out.rank() == 0)
+    return kernelError("Concat: scalars cannot be concatenated");
   auto axisOr = normalizeAxis(call.attrs.getInt("axis", 0), out.rank());
   if (!axisOr)
     return axisOr.takeError();
@@ -497,6 +499,8 @@ Error runSplit(const KernelCall &call) {
   const TensorRef *in = call.input(0);
   if (!in)
     return kernelError("Split: input 0 is missing");
+  if (in->rank() == 0)
+    return kernelError("Split: a scalar cannot be split");
   auto axisOr = normalizeAxis(call.attrs.getInt("axis", 0), in->rank());
   if (!axisOr)
     return axisOr.takeError();
