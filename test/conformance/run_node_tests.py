@@ -96,6 +96,17 @@ FLOAT_TAGS = {"F16", "BF16", "F32", "F64"}
 
 STATUS_ORDER = {"pass": 0, "unsupported": 1, "fail": 2, "crash": 3}
 
+# Errata of the test data. libonnx-testdata (onnx 1.12) made the expected
+# output of float -> bfloat16 casts by truncating the float's low 16 bits;
+# later onnx releases (and PyTorch) round to nearest even, which is what the
+# test compares against instead. Applied only while the shipped expectation
+# is exactly the truncation of the input, so fixed test data is used as is.
+BF16_TRUNCATION_ERRATA = {
+    "node/test_cast_FLOAT_to_BFLOAT16",
+    "node/test_castlike_FLOAT_to_BFLOAT16",
+    "node/test_castlike_FLOAT_to_BFLOAT16_expanded",
+}
+
 
 class Outcome(Exception):
     """Ends a test early with a status and a reason."""
@@ -295,13 +306,29 @@ class Runner:
 
     def build_model(self, model, feeds, bake_all):
         """The model with integer (or all) fed inputs turned into initializers.
-        Returns (model, names still fed)."""
+        Returns (model, names still fed, fed inputs whose shape was rebound)."""
         m = onnx.ModelProto()
         m.CopyFrom(model)
         baked = [name for name, (proto, _, elem) in feeds.items()
                  if bake_all or elem in INTEGER_TYPES]
+        rebound = []
+        # A plan is compiled for the shapes it will be fed. The test data are
+        # what an ONNX backend runs on, so a fed input's declared shape
+        # (symbolic dims, or a few tests whose declared shape disagrees with
+        # their data) is bound to its data's shape.
+        for vi in m.graph.input:
+            if vi.name in feeds and vi.name not in baked:
+                shape = list(feeds[vi.name][1].shape)
+                dims = vi.type.tensor_type.shape.dim
+                if (not vi.type.tensor_type.HasField("shape") or len(dims) != len(shape)
+                        or any(not d.HasField("dim_value") or d.dim_value != n
+                               for d, n in zip(dims, shape))):
+                    vi.type.tensor_type.shape.Clear()
+                    for n in shape:
+                        vi.type.tensor_type.shape.dim.add().dim_value = n
+                    rebound.append(vi.name)
         if not baked:
-            return m, list(feeds)
+            return m, list(feeds), rebound
         kept = [vi for vi in m.graph.input if vi.name not in baked]
         del m.graph.input[:]
         m.graph.input.extend(kept)
@@ -315,7 +342,7 @@ class Runner:
         # point (its value may decide a shape).
         if m.ir_version < 4:
             m.ir_version = 4
-        return m, [n for n in feeds if n not in baked]
+        return m, [n for n in feeds if n not in baked], rebound
 
     def run_data_set(self, model, test_dir, ds, work, deadline, result):
         os.makedirs(work)
@@ -342,7 +369,9 @@ class Runner:
         plan = os.path.join(work, "plan.zplan")
         attempts = (False, True)
         for bake_all in attempts:
-            m, fed = self.build_model(model, feeds, bake_all)
+            m, fed, rebound = self.build_model(model, feeds, bake_all)
+            if rebound:
+                result["inputs_bound_to_data_shape"] = rebound
             if m == model:
                 model_path = os.path.join(test_dir, "model.onnx")
             else:
@@ -352,7 +381,7 @@ class Runner:
                                    "-o", plan], deadline, self.env)
             if rc == 0:
                 break
-            diag = first_line(err)
+            diag = first_line(err).replace(os.path.dirname(model_path) + os.sep, "")
             if rc == 1 and UNSUPPORTED_RE.search(err):
                 raise Outcome("unsupported", diag)
             if not bake_all and STATIC_SHAPE_RE.search(err) and fed:
@@ -373,6 +402,15 @@ class Runner:
             except Unfeedable as u:
                 raise Outcome("fail", "zinc-compile accepted a model it cannot run: "
                               "output %s" % u)
+        if result["name"] in BF16_TRUNCATION_ERRATA and len(expected) == 1 and feeds:
+            source = next(iter(feeds.values()))[1]
+            (out_name, shipped), = expected.items()
+            if (isinstance(shipped, st.BF16) and isinstance(source, np.ndarray)
+                    and source.dtype == np.float32 and source.shape == shipped.shape
+                    and np.array_equal(shipped.bits,
+                                       (source.view(np.uint32) >> 16).astype(np.uint16))):
+                expected[out_name] = st.BF16(st.float32_to_bf16_bits(source))
+                result["erratum"] = "bf16 expected by round-to-nearest-even, not truncation"
 
         argv = [self.run_bin, plan, "--backend=cpu", "--steps=1"]
         if fed:
@@ -387,7 +425,8 @@ class Runner:
         argv.append("--save-outputs=" + outputs)
         rc, _, err = run_tool(argv, deadline, self.env)
         if rc != 0:
-            raise Outcome("fail", "zinc-run exit %d: %s" % (rc, first_line(err)))
+            raise Outcome("fail", "zinc-run exit %d: %s" % (
+                rc, first_line(err).replace(work + os.sep, "")))
         try:
             got = st.load_file(outputs)
         except (OSError, st.SafetensorsError) as e:

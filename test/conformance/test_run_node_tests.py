@@ -31,6 +31,10 @@ model, plan = sys.argv[1], sys.argv[sys.argv.index("-o") + 1]
 assert "--mode=infer" in sys.argv
 m = onnx.load(model)
 inits = {t.name for t in m.graph.initializer}  # grows: constant-folded values
+for vi in m.graph.input:
+    if vi.name not in inits and not all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim):
+        print("zinc-compile: error: %s: input '%s': unbound dimension" % (model, vi.name), file=sys.stderr)
+        sys.exit(1)
 for n in m.graph.node:
     if all(i in inits for i in n.input):
         inits.update(n.output)
@@ -122,6 +126,10 @@ class RunnerTest(unittest.TestCase):
                   [vi("a", f32, [2, 3]), vi("w", f32, [2, 3])], [vi("y", f32, [2, 3])],
                   [("a", a)], [("y", a + b)],
                   initializers=[numpy_helper.from_array(b, "w")], ir_version=3)
+        # Symbolic dims: the runner binds them to the data's shape.
+        make_test(root, "node", "test_add_symbolic", [helper.make_node("Add", ["a", "b"], ["y"])],
+                  [vi("a", f32, ["n", 3]), vi("b", f32, [2, 3])], [vi("y", f32, ["n", 3])],
+                  [("a", a), ("b", b)], [("y", a + b)])
         make_test(root, "node", "test_reshape", [helper.make_node("Reshape", ["x", "s"], ["y"])],
                   [vi("x", f32, [2, 3]), vi("s", i64, [2])], [vi("y", f32, [3, 2])],
                   [("x", a), ("s", np.array([3, 2], np.int64))], [("y", a.reshape(3, 2))])
@@ -179,6 +187,9 @@ class RunnerTest(unittest.TestCase):
     def test_pass(self):
         self.assertEqual(self.status("node/test_add"), ("pass", ""), self.out)
         self.assertEqual(self.status("pytorch-converted/test_add_weight"), ("pass", ""))
+        self.assertEqual(self.status("node/test_add_symbolic"), ("pass", ""))
+        self.assertEqual(self.results["node/test_add_symbolic"]["inputs_bound_to_data_shape"],
+                         ["a"])
 
     def test_integer_inputs_become_initializers(self):
         self.assertEqual(self.status("node/test_reshape"), ("pass", ""))
@@ -215,12 +226,12 @@ class RunnerTest(unittest.TestCase):
     def test_unsupported(self):
         status, reason = self.status("simple/test_foo")
         self.assertEqual(status, "unsupported")
-        self.assertIn("(Foo): unsupported op", reason)
+        self.assertEqual(reason, "zinc-compile: error: model.onnx: node '' (Foo): unsupported op")
 
     def test_report(self):
-        self.assertIn("conformance: 4 passed, 4 failed, 2 unsupported, 2 crashed\n", self.out)
+        self.assertIn("conformance: 5 passed, 4 failed, 2 unsupported, 2 crashed\n", self.out)
         self.assertTrue(self.out.endswith(
-            "conformance: 4 passed, 4 failed, 2 unsupported, 2 crashed\n"))
+            "conformance: 5 passed, 4 failed, 2 unsupported, 2 crashed\n"))
         self.assertEqual(self.proc.returncode, 1)  # --expect-clean
         refused = self.out[self.out.index("supported op refused"):].splitlines()
         self.assertEqual(len(refused), 3)
