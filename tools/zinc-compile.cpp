@@ -3,6 +3,7 @@
 #include "zinc/passes/CompileReport.h"
 #include "zinc/passes/EmitPlan.h"
 #include "zinc/passes/PassManager.h"
+#include "zinc/passes/PassManagerOptions.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Hardware.h"
 #include "zinc/support/Size.h"
@@ -36,14 +37,6 @@ static cl::opt<std::string> nvmeMem("nvme-mem", cl::desc("NVMe tier capacity"),
                                     cl::value_desc("SIZE"), cl::cat(compileCategory));
 static cl::opt<std::string> reportPath("report", cl::desc("Write the compile report"),
                                        cl::value_desc("FILE.json"), cl::cat(compileCategory));
-static cl::opt<bool> printAfterAll("print-after-all",
-                                   cl::desc("Print the IR after every pass"),
-                                   cl::cat(compileCategory));
-static cl::list<std::string> printAfter("print-after",
-                                        cl::desc("Print the IR after the named pass"),
-                                        cl::value_desc("PASS"), cl::cat(compileCategory));
-static cl::opt<bool> timePasses("time-passes", cl::desc("Time each pass"),
-                                cl::cat(compileCategory));
 static cl::opt<bool> verifyEach("verify-each",
                                 cl::desc("Run the verifier after every pass"),
                                 cl::init(zinc::passes::kVerifyEachByDefault), cl::cat(compileCategory));
@@ -123,9 +116,7 @@ static Error compile() {
   zinc::passes::PassContext ctx;
   zinc::passes::PassManager pm(ctx);
   pm.setVerifyEach(verifyEach);
-  pm.setPrintAfterAll(printAfterAll);
-  pm.setTimePasses(timePasses);
-  if (auto err = pm.setPrintAfter(printAfter))
+  if (auto err = zinc::passes::applyPassManagerCLOptions(pm))
     return err;
   if (auto err = pm.parsePipeline("dce"))
     return err;
@@ -160,6 +151,7 @@ static Error compile() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  zinc::passes::registerPassManagerCLOptions(compileCategory);
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-compile: ONNX model to zinc plan\n");
   if (auto err = compile()) {
