@@ -13,6 +13,7 @@
 #include "compiler/frontend/ModelReader.h"
 #include "compiler/frontend/OnnxUtil.h"
 #include "compiler/frontend/OpSupport.h"
+#include "compiler/frontend/ReshapeFallback.h"
 #include "onnx/checker.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
@@ -72,12 +73,20 @@ static llvm::Error runChecker(const onnx::ModelProto &model) {
 }
 
 static llvm::Error runShapeInference(onnx::ModelProto &model) {
+  onnx::ShapeInferenceOptions options(/*check_type=*/true,
+                                      /*error_mode=*/1,
+                                      /*enable_data_propagation=*/true);
   try {
-    onnx::ShapeInferenceOptions options(/*check_type=*/true,
-                                        /*error_mode=*/1,
-                                        /*enable_data_propagation=*/true);
-    onnx::shape_inference::InferShapes(
-        model, onnx::OpSchemaRegistry::Instance(), options);
+    // Each round can give shapes to Reshapes onnx left unknown, which the
+    // next round propagates to the nodes after them; a graph has finitely
+    // many Reshapes, and a round that adds none ends the loop.
+    for (int round = 0; round <= model.graph().node_size(); ++round) {
+      PropagatedData data;
+      onnx::shape_inference::InferShapes(
+          model, onnx::OpSchemaRegistry::Instance(), options, &data);
+      if (!inferReshapesFromPropagatedData(*model.mutable_graph(), data))
+        break;
+    }
   } catch (const std::exception &e) {
     return makeError("shape inference failed: " +
                      formatInferenceMessage(e.what()));

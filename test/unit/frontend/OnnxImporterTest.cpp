@@ -350,6 +350,24 @@ r (float[2, 3] x, int64[2] s) => (float[3, 2] y) { y = Reshape(x, s) }
             (llvm::SmallVector<int64_t, 4>{3, 2}));
 }
 
+TEST_F(OnnxImporterTest, Opset13ReshapeUsesPropagatedShape) {
+  // onnx 1.12's Reshape-13 ignores the propagated value of Shape(x); the
+  // importer computes it, and the nodes after the Reshape get shapes too.
+  auto g = importText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+r (float[2, 3, 4] x, float[24] z) => (float[A, B, C] y) {
+  s = Shape(x)
+  t = Reshape(z, s)
+  y = Relu(t)
+}
+)");
+  ASSERT_TRUE(!!g) << llvm::toString(g.takeError());
+  EXPECT_EQ((*g)->lookupValue("t")->shape,
+            (llvm::SmallVector<int64_t, 4>{2, 3, 4}));
+  EXPECT_EQ((*g)->lookupValue("y")->shape,
+            (llvm::SmallVector<int64_t, 4>{2, 3, 4}));
+}
+
 TEST_F(OnnxImporterTest, NoStaticShapeIsAnError) {
   std::string err = errorOf(importText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
