@@ -7,7 +7,8 @@ config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".onnxtxt", ".zir", ".test"]
 config.excludes = ["Inputs"]
 config.test_source_root = os.path.dirname(__file__)
-config.test_exec_root = os.path.join(os.path.dirname(config.site_config if hasattr(config, "site_config") else __file__))
+# Outputs (%t) go to the build tree, never the source tree.
+config.test_exec_root = config.zinc_obj_root
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 config.environment["PATH"] = os.pathsep.join(
     [config.zinc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
