@@ -19,8 +19,11 @@ using PropagatedData = std::unordered_map<std::string, onnx::TensorShapeProto>;
 /// values, this computes the output shape by Reshape's rules and records it
 /// in the graph's value_info. Returns true when it recorded any, so that the
 /// caller runs shape inference again for the nodes after it.
+/// First it carries the propagated values through the integer arithmetic
+/// (Mul, Add, Unsqueeze, Concat, ...) onnx 1.12 stops at in opset 13, adding
+/// them to `data`.
 bool inferReshapesFromPropagatedData(onnx::GraphProto &graph,
-                                     const PropagatedData &data);
+                                     PropagatedData &data);
 
 } // namespace zinc::frontend
 

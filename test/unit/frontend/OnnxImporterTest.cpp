@@ -368,6 +368,33 @@ r (float[2, 3, 4] x, float[24] z) => (float[A, B, C] y) {
             (llvm::SmallVector<int64_t, 4>{2, 3, 4}));
 }
 
+TEST_F(OnnxImporterTest, Opset13ReshapeThroughShapeArithmetic) {
+  // PyTorch's `x.reshape(B * T, V)` at opset 13: onnx 1.12 propagates
+  // Shape and Gather but stops at Mul-13.
+  opts.dims["batch"] = 4;
+  auto g = importText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+r (float[batch, 3, 5] x) => (float[N, V] y) {
+  s = Shape(x)
+  i0 = Constant<value = int64 {0}>()
+  i1 = Constant<value = int64 {1}>()
+  i2 = Constant<value = int64 {-1}>()
+  b = Gather(s, i0)
+  t = Gather(s, i1)
+  v = Gather(s, i2)
+  bt = Mul(b, t)
+  axes = Constant<value = int64[1] {0}>()
+  u0 = Unsqueeze(bt, axes)
+  u1 = Unsqueeze(v, axes)
+  target = Concat<axis = 0>(u0, u1)
+  y = Reshape(x, target)
+}
+)");
+  ASSERT_TRUE(!!g) << llvm::toString(g.takeError());
+  EXPECT_EQ((*g)->lookupValue("y")->shape,
+            (llvm::SmallVector<int64_t, 4>{12, 5}));
+}
+
 TEST_F(OnnxImporterTest, NoStaticShapeIsAnError) {
   std::string err = errorOf(importText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
