@@ -69,6 +69,7 @@ constexpr DTypeSet Int =
     DTypeSet::of(DType::U32) | DTypeSet::of(DType::U64);
 constexpr DTypeSet Numeric = Float | Int;
 constexpr DTypeSet All = Numeric | DTypeSet::of(DType::Bool);
+constexpr DTypeSet Bool = DTypeSet::of(DType::Bool);
 } // namespace dtypes
 
 /// Number of elements of a shape (1 for a scalar).

@@ -1,0 +1,236 @@
+//===- MatMulTest.cpp - MatMul (numpy semantics) and Gemm kernels ---------===//
+#include "test/unit/kernels/KernelCallHelpers.h"
+#include <cmath>
+#include <gtest/gtest.h>
+
+using namespace zinc;
+using namespace zinc::cpu;
+using namespace zinc::cpu::test;
+
+namespace {
+
+using V = std::vector<double>;
+
+V ramp(int64_t n, int salt = 0) {
+  V v(n);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = ((i * 5 + salt) % 9) - 4;
+  return v;
+}
+
+/// numpy.matmul in double, through explicit 1-D promotion and broadcasting.
+V naiveMatMul(const V &a, std::vector<int64_t> as, const V &b,
+              std::vector<int64_t> bs) {
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  std::vector<int64_t> ba(as.begin(), as.end() - 2),
+      bb(bs.begin(), bs.end() - 2);
+  auto batch = cantFail(broadcastShapes(ba, bb));
+  llvm::SmallVector<int64_t, 6> sa = broadcastStrides(ba, batch),
+                                sb = broadcastStrides(bb, batch);
+  int64_t count = numElements(batch);
+  V y(count * m * n, 0);
+  for (int64_t t = 0; t < count; ++t) {
+    int64_t rem = t, oa = 0, ob = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      oa += (rem % batch[d]) * sa[d];
+      ob += (rem % batch[d]) * sb[d];
+      rem /= batch[d];
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t p = 0; p < k; ++p)
+          y[(t * m + i) * n + j] +=
+              a[oa * m * k + i * k + p] * b[ob * k * n + p * n + j];
+  }
+  return y;
+}
+
+// 1-D operands, a shared right-hand matrix (folded into one GEMM), a
+// batched right operand with a 2-D left one, and batch broadcasting.
+TEST(MatMulKernel, NumpyShapes) {
+  struct Case {
+    std::vector<int64_t> a, b, y;
+  } cases[] = {{{4}, {4, 3}, {3}},
+               {{3, 4}, {4}, {3}},
+               {{4}, {4}, {}},
+               {{2, 3, 4}, {4, 5}, {2, 3, 5}},
+               {{3, 4}, {2, 4, 5}, {2, 3, 5}},
+               {{2, 1, 3, 4}, {3, 4, 5}, {2, 3, 3, 5}},
+               {{1, 2, 3, 4}, {1, 2, 4, 3}, {1, 2, 3, 3}},
+               {{4}, {2, 4, 3}, {2, 3}}};
+  for (const Case &c : cases) {
+    V av = ramp(numElements(c.a)), bv = ramp(numElements(c.b), 3);
+    V expect = naiveMatMul(av, c.a, bv, c.b);
+    OwnedTensor a = OwnedTensor::f32(c.a, av), b = OwnedTensor::f32(c.b, bv);
+    OwnedTensor y(DType::F32, c.y);
+    ASSERT_EQ(
+        errorText(runKernel(runMatMul, "MatMul", attrs({}), {&a, &b}, {&y})),
+        "")
+        << formatShape(c.a) << " x " << formatShape(c.b);
+    EXPECT_EQ(y.f32s(), expect)
+        << formatShape(c.a) << " x " << formatShape(c.b);
+    OwnedTensor ad = OwnedTensor::of<double>(DType::F64, c.a, av);
+    OwnedTensor bd = OwnedTensor::of<double>(DType::F64, c.b, bv);
+    OwnedTensor yd(DType::F64, c.y);
+    ASSERT_EQ(
+        errorText(runKernel(runMatMul, "MatMul", attrs({}), {&ad, &bd}, {&yd})),
+        "");
+    EXPECT_EQ(yd.values<double>(), expect);
+  }
+}
+
+// Integers multiply exactly in their own type and wrap; f16/bf16 are
+// multiplied in float and rounded once.
+TEST(MatMulKernel, IntegerAndSixteenBit) {
+  V av = ramp(6), bv = ramp(6, 1);
+  V expect = naiveMatMul(av, {2, 3}, bv, {3, 2});
+  OwnedTensor a = OwnedTensor::of<int32_t>(DType::I32, {2, 3}, av);
+  OwnedTensor b = OwnedTensor::of<int32_t>(DType::I32, {3, 2}, bv);
+  OwnedTensor y(DType::I32, {2, 2});
+  ASSERT_EQ(
+      errorText(runKernel(runMatMul, "MatMul", attrs({}), {&a, &b}, {&y})), "");
+  EXPECT_EQ(y.values<int32_t>(), expect);
+
+  OwnedTensor u = OwnedTensor::of<uint8_t>(DType::U8, {1, 2}, {16, 16});
+  OwnedTensor w = OwnedTensor::of<uint8_t>(DType::U8, {2, 1}, {8, 1});
+  OwnedTensor uy(DType::U8, {1, 1});
+  ASSERT_EQ(
+      errorText(runKernel(runMatMul, "MatMul", attrs({}), {&u, &w}, {&uy})),
+      "");
+  EXPECT_EQ(uy.values<uint8_t>(), V({144})); // 144 = 128 + 16, no wrap
+  OwnedTensor w2 = OwnedTensor::of<uint8_t>(DType::U8, {2, 1}, {16, 1});
+  ASSERT_EQ(
+      errorText(runKernel(runMatMul, "MatMul", attrs({}), {&u, &w2}, {&uy})),
+      "");
+  EXPECT_EQ(uy.values<uint8_t>(), V({16})); // 272 wraps to 16
+
+  // 1 + 2^-11 + 2^-11 is exact in float and rounds to 1 + 2^-10 in f16,
+  // while f16 accumulation would round each partial sum to 1.
+  double e = std::ldexp(1.0, -11);
+  OwnedTensor h = OwnedTensor::of<Half>(DType::F16, {1, 3}, {1, e, e});
+  OwnedTensor ones = OwnedTensor::of<Half>(DType::F16, {3, 1}, {1, 1, 1});
+  OwnedTensor hy(DType::F16, {1, 1});
+  ASSERT_EQ(
+      errorText(runKernel(runMatMul, "MatMul", attrs({}), {&h, &ones}, {&hy})),
+      "");
+  EXPECT_EQ(hy.values<Half>(), V({1 + 2 * e}));
+  OwnedTensor bh = OwnedTensor::of<BFloat16>(DType::BF16, {2, 3, 2}, ramp(12));
+  OwnedTensor bw = OwnedTensor::of<BFloat16>(DType::BF16, {2, 2}, ramp(4, 2));
+  OwnedTensor by(DType::BF16, {2, 3, 2});
+  ASSERT_EQ(
+      errorText(runKernel(runMatMul, "MatMul", attrs({}), {&bh, &bw}, {&by})),
+      "");
+  EXPECT_EQ(by.values<BFloat16>(),
+            naiveMatMul(ramp(12), {2, 3, 2}, ramp(4, 2), {2, 2}));
+}
+
+TEST(MatMulKernel, EmptyInnerAndErrors) {
+  OwnedTensor a(DType::F32, {2, 0}), b(DType::F32, {0, 3});
+  OwnedTensor y = OwnedTensor::f32({2, 3}, V(6, 7));
+  ASSERT_EQ(
+      errorText(runKernel(runMatMul, "MatMul", attrs({}), {&a, &b}, {&y})), "");
+  EXPECT_EQ(y.f32s(), V(6, 0));
+  OwnedTensor c = OwnedTensor::f32({2, 3}, ramp(6)),
+              d = OwnedTensor::f32({2, 3}, ramp(6));
+  OwnedTensor z(DType::F32, {2, 3});
+  EXPECT_EQ(
+      errorText(runKernel(runMatMul, "MatMul", attrs({}), {&c, &d}, {&z})),
+      "MatMul: shapes [2,3] and [2,3] do not multiply");
+  OwnedTensor e = OwnedTensor::f32({3, 2}, ramp(6));
+  EXPECT_EQ(
+      errorText(runKernel(runMatMul, "MatMul", attrs({}), {&c, &e}, {&z})),
+      "MatMul: output shape [2,3], expected [2,2]");
+}
+
+/// Gemm in double: alpha * op(A) op(B) + beta * C with C read through
+/// numpy broadcasting to [M, N].
+V naiveGemm(const V &a, const V &b, const V &c, std::vector<int64_t> cs,
+            int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha,
+            double beta) {
+  V cb = c.empty() ? V() : V(m * n);
+  if (!c.empty()) {
+    llvm::SmallVector<int64_t, 6> s = broadcastStrides(cs, {m, n});
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        cb[i * n + j] = c[i * s[0] + j * s[1]];
+  }
+  V y(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += (ta ? a[p * m + i] : a[i * k + p]) *
+               (tb ? b[j * k + p] : b[p * n + j]);
+      y[i * n + j] = alpha * acc + (c.empty() ? 0 : beta * cb[i * n + j]);
+    }
+  return y;
+}
+
+// Every transpose combination and every C shape Gemm allows.
+TEST(GemmKernel, TransposesAndBiasShapes) {
+  int64_t m = 3, n = 4, k = 5;
+  V av = ramp(m * k), bv = ramp(k * n, 2);
+  std::vector<std::vector<int64_t>> cShapes = {{}, {n}, {1, n}, {m, 1}, {m, n}};
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (size_t ci = 0; ci <= cShapes.size(); ++ci) {
+        bool hasC = ci < cShapes.size();
+        std::vector<int64_t> cs = hasC ? cShapes[ci] : std::vector<int64_t>();
+        V cv = hasC ? ramp(numElements(cs), 4) : V();
+        std::vector<int64_t> ash =
+            ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
+        std::vector<int64_t> bsh =
+            tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+        OwnedTensor a = OwnedTensor::f32(ash, av),
+                    b = OwnedTensor::f32(bsh, bv);
+        OwnedTensor c = OwnedTensor::f32(cs, cv);
+        OwnedTensor y(DType::F32, {m, n});
+        AttributeList at =
+            attrs({intAttr("transA", ta), intAttr("transB", tb),
+                   floatAttr("alpha", 0.5), floatAttr("beta", 2)});
+        ASSERT_EQ(errorText(runKernel(runGemm, "Gemm", at,
+                                      {&a, &b, hasC ? &c : nullptr}, {&y})),
+                  "");
+        EXPECT_EQ(y.f32s(), naiveGemm(av, bv, cv, cs, m, n, k, ta, tb, 0.5, 2))
+            << "transA " << ta << " transB " << tb << " C " << formatShape(cs);
+      }
+}
+
+TEST(GemmKernel, OtherTypesAndErrors) {
+  V av = ramp(6), bv = ramp(6, 1), cv = {100, -100};
+  V expect = naiveGemm(av, bv, cv, {2}, 2, 2, 3, false, false, 1, 1);
+  OwnedTensor a = OwnedTensor::of<int64_t>(DType::I64, {2, 3}, av);
+  OwnedTensor b = OwnedTensor::of<int64_t>(DType::I64, {3, 2}, bv);
+  OwnedTensor c = OwnedTensor::of<int64_t>(DType::I64, {2}, cv);
+  OwnedTensor y(DType::I64, {2, 2});
+  ASSERT_EQ(
+      errorText(runKernel(runGemm, "Gemm", attrs({}), {&a, &b, &c}, {&y})), "");
+  EXPECT_EQ(y.i64s(), expect);
+
+  OwnedTensor h = OwnedTensor::of<Half>(DType::F16, {2, 3}, av);
+  OwnedTensor hb = OwnedTensor::of<Half>(DType::F16, {3, 2}, bv);
+  OwnedTensor hc = OwnedTensor::of<Half>(DType::F16, {2}, cv);
+  OwnedTensor hy(DType::F16, {2, 2});
+  AttributeList beta = attrs({floatAttr("beta", 0.25)});
+  ASSERT_EQ(errorText(runKernel(runGemm, "Gemm", beta, {&h, &hb, &hc}, {&hy})),
+            "");
+  EXPECT_EQ(hy.values<Half>(),
+            naiveGemm(av, bv, cv, {2}, 2, 2, 3, false, false, 1, 0.25));
+
+  OwnedTensor bad = OwnedTensor::f32({3}, {1, 2, 3});
+  OwnedTensor fa = OwnedTensor::f32({2, 3}, av),
+              fb = OwnedTensor::f32({3, 2}, bv);
+  OwnedTensor fy(DType::F32, {2, 2});
+  EXPECT_EQ(
+      errorText(runKernel(runGemm, "Gemm", attrs({}), {&fa, &fb, &bad}, {&fy})),
+      "Gemm: C of shape [3] does not broadcast to [2,2]");
+  EXPECT_EQ(errorText(runKernel(runGemm, "Gemm", attrs({intAttr("transA", 1)}),
+                                {&fa, &fb}, {&fy})),
+            "Gemm: inner dimensions 2 and 3 differ");
+}
+
+} // namespace
