@@ -1,0 +1,346 @@
+//===- CublasLtGemm.cpp - Row-major (batched) GEMM through cuBLASLt -------===//
+//
+// cuBLASLt is column-major. A row-major C[M,N] is the column-major C^T[N,M]
+// in the same memory, and C^T = op(B)^T op(A)^T, so each call multiplies B
+// by A (swapped) with the column-major views of their own storage: no copy,
+// no transpose kernel. Descriptors and the heuristic's algorithm are made
+// once per configuration and kept.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/runtime/cuda/CublasLtGemm.h"
+#include "zinc/runtime/cuda/CudaCheck.h"
+#include "zinc/support/Error.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/Twine.h"
+#include <climits>
+#include <string>
+#include <utility>
+
+namespace zinc::cuda {
+
+/// Everything cublasLtMatmul needs besides pointers and scalars.
+struct GemmContext::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  /// Layouts of cuBLASLt's A (our B), B (our A) and C/D (our C).
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  Plan() = default;
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+  // Destroy calls can only fail on a null or foreign handle, which these
+  // are not; there is nobody to report to.
+  ~Plan() {
+    if (out)
+      (void)cublasLtMatrixLayoutDestroy(out);
+    if (second)
+      (void)cublasLtMatrixLayoutDestroy(second);
+    if (first)
+      (void)cublasLtMatrixLayoutDestroy(first);
+    if (op)
+      (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+/// "bf16 GEMM [64,48]x[48,32]^T (batch 4)": the shape as the user wrote it.
+static std::string describe(const GemmDesc &d) {
+  std::string s =
+      (dtypeName(d.dtype) + " GEMM [" + llvm::Twine(d.transA ? d.k : d.m) +
+       "," + llvm::Twine(d.transA ? d.m : d.k) + "]" + (d.transA ? "^T" : "") +
+       "x[" + llvm::Twine(d.transB ? d.n : d.k) + "," +
+       llvm::Twine(d.transB ? d.k : d.n) + "]" + (d.transB ? "^T" : ""))
+          .str();
+  if (d.batch != 1)
+    s += (" (batch " + llvm::Twine(d.batch) + ")").str();
+  return s;
+}
+
+static llvm::Expected<cudaDataType_t> cudaTypeOf(const GemmDesc &d) {
+  switch (d.dtype) {
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return makeError("unsupported: " + describe(d) +
+                     " on the cuda backend (f32, f16 and bf16 only)");
+  }
+}
+
+/// The alignment cuBLASLt may assume for a matrix and all its batch items:
+/// the largest power of two, at most 256, dividing the address and the
+/// batch stride in bytes. The heuristic must be told, or it may pick a
+/// kernel that needs more than a pointer into the arena has.
+static uint32_t alignmentOf(const void *p, int64_t batch, int64_t strideBytes) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256;
+  if (batch > 1)
+    bits |= static_cast<uint64_t>(strideBytes);
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+template <typename T>
+static llvm::Error setDescAttr(cublasLtMatmulDesc_t desc,
+                               cublasLtMatmulDescAttributes_t attr,
+                               const T &value, const char *what) {
+  return checkCublas(
+      cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)),
+      llvm::Twine("cublasLtMatmulDescSetAttribute(") + what + ")");
+}
+
+template <typename T>
+static llvm::Error setLayoutAttr(cublasLtMatrixLayout_t layout,
+                                 cublasLtMatrixLayoutAttribute_t attr,
+                                 const T &value, const char *what) {
+  return checkCublas(
+      cublasLtMatrixLayoutSetAttribute(layout, attr, &value, sizeof(value)),
+      llvm::Twine("cublasLtMatrixLayoutSetAttribute(") + what + ")");
+}
+
+template <typename T>
+static llvm::Error setPrefAttr(cublasLtMatmulPreference_t pref,
+                               cublasLtMatmulPreferenceAttributes_t attr,
+                               const T &value, const char *what) {
+  return checkCublas(
+      cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)),
+      llvm::Twine("cublasLtMatmulPreferenceSetAttribute(") + what + ")");
+}
+
+/// A column-major rows x cols layout with leading dimension `rows`, and the
+/// batch count and stride when there is more than one item.
+static llvm::Error makeLayout(cublasLtMatrixLayout_t &layout,
+                              cudaDataType_t type, int64_t rows, int64_t cols,
+                              int64_t batch, int64_t stride) {
+  // cuBLASLt rejects a leading dimension of 0 even for empty matrices.
+  int64_t ld = rows > 0 ? rows : 1;
+  if (llvm::Error err =
+          checkCublas(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld),
+                      "cublasLtMatrixLayoutCreate(" + llvm::Twine(rows) + "x" +
+                          llvm::Twine(cols) + ")"))
+    return err;
+  if (batch == 1)
+    return llvm::Error::success();
+  int32_t count = static_cast<int32_t>(batch);
+  if (llvm::Error err = setLayoutAttr(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count, "batch count"))
+    return err;
+  return setLayoutAttr(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                       stride, "batch stride");
+}
+
+//===----------------------------------------------------------------------===//
+// GemmContext
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<std::unique_ptr<GemmContext>>
+GemmContext::create(void *workspace, size_t workspaceBytes) {
+  std::unique_ptr<GemmContext> ctx(new GemmContext());
+  if (llvm::Error err =
+          checkCublas(cublasLtCreate(&ctx->handle), "cublasLtCreate"))
+    return err;
+  if (workspace) {
+    if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
+      return makeError("GEMM workspace is not 256-byte aligned");
+    ctx->workspace = workspace;
+    ctx->workspaceBytes = workspaceBytes;
+    return ctx;
+  }
+  // Start-up only: the one allocation this context ever makes.
+  if (llvm::Error err = checkCuda(
+          cudaMalloc(&ctx->workspace, kDefaultWorkspaceBytes),
+          "cudaMalloc(" + llvm::Twine(uint64_t(kDefaultWorkspaceBytes)) +
+              " bytes, GEMM workspace)"))
+    return err;
+  ctx->workspaceBytes = kDefaultWorkspaceBytes;
+  ctx->ownsWorkspace = true;
+  return ctx;
+}
+
+GemmContext::~GemmContext() {
+  plans.clear();
+  if (ownsWorkspace && workspace)
+    (void)cudaFree(workspace);
+  if (handle)
+    (void)cublasLtDestroy(handle);
+}
+
+size_t GemmContext::cachedPlans() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return plans.size();
+}
+
+llvm::Expected<const GemmContext::Plan *>
+GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
+                     const void *c) {
+  auto typeOr = cudaTypeOf(d);
+  if (!typeOr)
+    return typeOr.takeError();
+  cudaDataType_t type = *typeOr;
+  int64_t elem = static_cast<int64_t>(dtypeSize(d.dtype));
+  uint32_t alignA = alignmentOf(a, d.batch, d.strideA * elem);
+  uint32_t alignB = alignmentOf(b, d.batch, d.strideB * elem);
+  uint32_t alignC = alignmentOf(c, d.batch, d.strideC * elem);
+  PlanKey key{static_cast<int>(d.dtype),
+              d.transA,
+              d.transB,
+              d.m,
+              d.n,
+              d.k,
+              d.batch,
+              d.strideA,
+              d.strideB,
+              d.strideC,
+              alignA,
+              alignB,
+              alignC};
+
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = plans.find(key);
+  if (found != plans.end())
+    return found->second.get();
+
+  auto plan = std::make_unique<Plan>();
+  // f32 compute for every type: strict f32 products (CUBLAS_COMPUTE_32F
+  // never uses TF32), and f32 accumulation for f16/bf16.
+  if (llvm::Error err = checkCublas(
+          cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+          "cublasLtMatmulDescCreate"))
+    return err;
+  // Swapped operands: cuBLASLt's A is our B, its B our A (see the top).
+  cublasOperation_t opFirst = d.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = d.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (llvm::Error err =
+          setDescAttr(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, opFirst, "transa"))
+    return err;
+  if (llvm::Error err = setDescAttr(plan->op, CUBLASLT_MATMUL_DESC_TRANSB,
+                                    opSecond, "transb"))
+    return err;
+  // Column-major views of the row-major storage: B stored [K,N] is [N,K],
+  // B stored transposed as [N,K] is [K,N]; A likewise; C is [N,M].
+  if (llvm::Error err = makeLayout(plan->first, type, d.transB ? d.k : d.n,
+                                   d.transB ? d.n : d.k, d.batch, d.strideB))
+    return err;
+  if (llvm::Error err = makeLayout(plan->second, type, d.transA ? d.m : d.k,
+                                   d.transA ? d.k : d.m, d.batch, d.strideA))
+    return err;
+  if (llvm::Error err =
+          makeLayout(plan->out, type, d.n, d.m, d.batch, d.strideC))
+    return err;
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (llvm::Error err = checkCublas(cublasLtMatmulPreferenceCreate(&pref),
+                                    "cublasLtMatmulPreferenceCreate"))
+    return err;
+  auto destroyPref = llvm::make_scope_exit(
+      [&] { (void)cublasLtMatmulPreferenceDestroy(pref); });
+  uint64_t wsBytes = workspaceBytes;
+  if (llvm::Error err =
+          setPrefAttr(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, wsBytes,
+                      "max workspace"))
+    return err;
+  // Swapped again: cuBLASLt's A is our B.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
+  for (const auto &[attr, bytes] : aligns)
+    if (llvm::Error err = setPrefAttr(pref, attr, bytes, "min alignment"))
+      return err;
+  cublasLtMatmulHeuristicResult_t result{};
+  int foundCount = 0;
+  if (llvm::Error err =
+          checkCublas(cublasLtMatmulAlgoGetHeuristic(
+                          handle, plan->op, plan->first, plan->second,
+                          plan->out, plan->out, pref, 1, &result, &foundCount),
+                      describe(d) + ": cublasLtMatmulAlgoGetHeuristic"))
+    return err;
+  if (foundCount == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+    return makeError(describe(d) +
+                     ": cublasLtMatmulAlgoGetHeuristic found "
+                     "no algorithm (workspace " +
+                     llvm::Twine(wsBytes) + " bytes)");
+  plan->algo = result.algo;
+  const Plan *p = plan.get();
+  plans.emplace(key, std::move(plan));
+  return p;
+}
+
+//===----------------------------------------------------------------------===//
+// gemm
+//===----------------------------------------------------------------------===//
+
+/// Shapes and strides a GEMM may not have; checked before any CUDA call.
+static llvm::Error checkDesc(const GemmDesc &d) {
+  if (d.m < 0 || d.n < 0 || d.k < 0 || d.batch < 0)
+    return makeError(describe(d) + ": negative dimension");
+  if (d.batch > INT32_MAX)
+    return makeError("unsupported: " + describe(d) +
+                     ": cuBLASLt's batch count is 32-bit");
+  if (d.strideA < 0 || d.strideB < 0 || d.strideC < 0)
+    return makeError(describe(d) + ": negative batch stride");
+  if (d.batch > 1 && d.strideC < d.m * d.n)
+    return makeError(describe(d) + ": C's batch stride " +
+                     llvm::Twine(d.strideC) + " makes items overlap (" +
+                     llvm::Twine(d.m) + "x" + llvm::Twine(d.n) + " each)");
+  if (d.dtype != DType::F32 && d.dtype != DType::F16 && d.dtype != DType::BF16)
+    return makeError("unsupported: " + describe(d) +
+                     " on the cuda backend (f32, f16 and bf16 only)");
+  return llvm::Error::success();
+}
+
+llvm::Error gemm(GemmContext &ctx, const GemmDesc &desc, const void *a,
+                 const void *b, void *c, cudaStream_t stream) {
+  if (llvm::Error err = checkDesc(desc))
+    return err;
+  if (desc.m == 0 || desc.n == 0 || desc.batch == 0)
+    return llvm::Error::success();
+  if (!c || (desc.k > 0 && (!a || !b)))
+    return makeError(describe(desc) + ": null device pointer");
+
+  if (desc.k == 0) {
+    // No products: C = beta * C. cuBLASLt rejects K = 0, and only the
+    // scales that need no kernel occur in practice.
+    if (desc.beta == 1.0f)
+      return llvm::Error::success();
+    if (desc.beta != 0.0f)
+      return makeError("unsupported: " + describe(desc) +
+                       " with K = 0 and beta " + std::to_string(desc.beta));
+    size_t itemBytes = desc.m * desc.n * dtypeSize(desc.dtype);
+    for (int64_t i = 0; i < desc.batch; ++i)
+      if (llvm::Error err = checkCuda(
+              cudaMemsetAsync(static_cast<char *>(c) +
+                                  i * desc.strideC * dtypeSize(desc.dtype),
+                              0, itemBytes, stream),
+              "cudaMemsetAsync(" + llvm::Twine(uint64_t(itemBytes)) +
+                  " bytes, " + describe(desc) + " with K = 0)"))
+        return err;
+    return llvm::Error::success();
+  }
+
+  // A batch that shares one B and is laid out back to back is a single
+  // tall [batch*M, K] product, the shape of every linear layer: one bigger
+  // GEMM instead of many small ones.
+  GemmDesc d = desc;
+  if (d.batch > 1 && d.strideB == 0 && !d.transA && d.strideA == d.m * d.k &&
+      d.strideC == d.m * d.n) {
+    d.m *= d.batch;
+    d.batch = 1;
+    d.strideA = d.strideC = 0;
+  }
+  if (d.batch == 1)
+    d.strideA = d.strideB = d.strideC = 0;
+
+  auto planOr = ctx.planFor(d, a, b, c);
+  if (!planOr)
+    return planOr.takeError();
+  const GemmContext::Plan &plan = **planOr;
+  return checkCublas(cublasLtMatmul(ctx.handle, plan.op, &d.alpha, b,
+                                    plan.first, a, plan.second, &d.beta, c,
+                                    plan.out, c, plan.out, &plan.algo,
+                                    ctx.workspace, ctx.workspaceBytes, stream),
+                     "cublasLtMatmul(" + describe(desc) + ")");
+}
+
+} // namespace zinc::cuda
