@@ -5,7 +5,8 @@
 
 namespace zinc::rt {
 
-llvm::Expected<StepResult> executeStep(Program &program, bool recordTimings) {
+llvm::Expected<StepResult> executeStep(Program &program, int64_t step,
+                                       bool recordTimings) {
   using Clock = std::chrono::steady_clock;
   StepResult result;
   int64_t opset = program.getPlan().opset_version();
@@ -17,7 +18,7 @@ llvm::Expected<StepResult> executeStep(Program &program, bool recordTimings) {
   for (PreparedInstruction &inst : program.instructions()) {
     auto start = Clock::now();
     cpu::KernelCall call{inst.source->op(), inst.source->name(), opset,
-                         inst.attrs, inst.inputs, inst.outputs};
+                         inst.attrs, inst.inputs, inst.outputs, step};
     if (llvm::Error err = inst.kernel(call))
       return addContext(std::move(err), "node '" + inst.source->name() + "' (" +
                                             inst.source->op() + ")");

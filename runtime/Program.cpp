@@ -62,12 +62,19 @@ llvm::Expected<std::unique_ptr<Program>> Program::load(llvm::StringRef planPath)
   auto plan = plan::readPlanFile(planPath);
   if (!plan)
     return plan.takeError();
+  auto prog = fromPlan(std::move(*plan));
+  if (!prog)
+    return addContext(prog.takeError(), planPath);
+  return prog;
+}
+
+llvm::Expected<std::unique_ptr<Program>> Program::fromPlan(plan::Plan source) {
   std::unique_ptr<Program> prog(new Program());
-  prog->plan = std::move(*plan);
+  prog->plan = std::move(source);
   if (auto err = prog->layOut())
-    return addContext(std::move(err), planPath);
+    return std::move(err);
   if (auto err = prog->prepare())
-    return addContext(std::move(err), planPath);
+    return std::move(err);
   if (auto err = loadInitializers(prog->plan,
                                   [&](int id) -> cpu::TensorRef & {
                                     return prog->tensors[id];
@@ -120,7 +127,9 @@ llvm::Error Program::prepare() {
   for (const plan::Instruction &inst : plan.instructions()) {
     PreparedInstruction p;
     p.source = &inst;
-    p.kernel = inst.domain().empty() ? cpu::lookupKernel(inst.op()) : nullptr;
+    p.kernel = inst.domain().empty()     ? cpu::lookupKernel(inst.op())
+               : inst.domain() == "zinc" ? cpu::lookupZincKernel(inst.op())
+                                         : nullptr;
     if (!p.kernel)
       return makeError("node '" + inst.name() + "' (" + inst.op() +
                        "): the cpu backend has no kernel for it");

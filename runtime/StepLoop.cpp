@@ -199,7 +199,7 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
   int lossId = program.getPlan().loss();
   for (unsigned step = 0; step < opts.steps; ++step) {
     feeder.feed(program, step);
-    auto result = executeStep(program, tracing);
+    auto result = executeStep(program, step + 1, tracing);
     if (!result)
       return addContext(result.takeError(), "step " + llvm::Twine(step));
     StepReport report;

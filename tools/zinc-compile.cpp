@@ -2,6 +2,7 @@
 #include "zinc/frontend/OnnxImporter.h"
 #include "zinc/passes/CompileReport.h"
 #include "zinc/passes/EmitPlan.h"
+#include "zinc/passes/LossOutput.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PassManagerOptions.h"
 #include "zinc/support/Error.h"
@@ -25,6 +26,28 @@ static cl::opt<std::string> mode("mode", cl::desc("train (default) or infer"),
 static cl::opt<std::string> lossName("loss",
                                      cl::desc("Graph output holding the scalar loss"),
                                      cl::cat(compileCategory));
+static cl::opt<std::string> freeze("freeze",
+                                   cl::desc("Initializers matching this regex are not trained"),
+                                   cl::value_desc("REGEX"), cl::cat(compileCategory));
+static cl::opt<std::string> optimizer("optimizer", cl::desc("adamw (default), adam, sgd, or none (gradients become outputs)"),
+                                      cl::init("adamw"), cl::cat(compileCategory));
+static cl::opt<double> lr("lr", cl::desc("Learning rate (default 1e-3)"), cl::init(1e-3),
+                          cl::cat(compileCategory));
+static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (default 0.9)"), cl::init(0.9),
+                             cl::cat(compileCategory));
+static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (default 0.999)"),
+                             cl::init(0.999), cl::cat(compileCategory));
+static cl::opt<double> eps("eps", cl::desc("Adam epsilon (default 1e-8)"), cl::init(1e-8),
+                           cl::cat(compileCategory));
+static cl::opt<double> weightDecay(
+    "weight-decay", cl::desc("Weight decay (default 0.01 for adamw, 0 otherwise)"),
+    cl::init(-1), cl::cat(compileCategory));
+static cl::opt<double> momentum("momentum", cl::desc("SGD momentum (default 0)"),
+                                cl::init(0), cl::cat(compileCategory));
+static cl::opt<bool> nesterov("nesterov", cl::desc("SGD with Nesterov momentum"),
+                              cl::cat(compileCategory));
+static cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"),
+                                      cl::init("fp32"), cl::cat(compileCategory));
 static cl::list<std::string> dims("dim", cl::desc("Bind a symbolic dimension"),
                                   cl::value_desc("NAME=VALUE"), cl::cat(compileCategory));
 static cl::opt<std::string> hwName("hw", cl::desc("Hardware preset or FILE.json"),
@@ -55,35 +78,37 @@ static Expected<uint64_t> capacity(const std::string &flag, const std::string &v
   return *size;
 }
 
-/// --loss, else the only scalar float output (none in infer mode is fine).
-static Expected<const zinc::ir::Value *> chooseLoss(const zinc::ir::Graph &g) {
-  if (!lossName.empty()) {
-    for (const zinc::ir::Value *out : g.outputs())
-      if (out->name == lossName) {
-        if (out->numElements() != 1 || !zinc::isFloatDType(out->dtype))
-          return zinc::makeError(modelPath + ": --loss output '" + lossName +
-                                 "' is not a float scalar");
-        return out;
-      }
-    return zinc::makeError(modelPath + ": --loss names '" + lossName +
-                           "', which is not a graph output");
-  }
-  const zinc::ir::Value *found = nullptr;
-  for (const zinc::ir::Value *out : g.outputs())
-    if (out->numElements() == 1 && zinc::isFloatDType(out->dtype) && out->shape.empty()) {
-      if (found)
-        return nullptr; // Ambiguous: only --loss decides.
-      found = out;
-    }
-  return found;
-}
-
 static Error compile() {
   if (mode != "train" && mode != "infer")
     return zinc::makeError("--mode must be train or infer, not '" + mode + "'");
-  if (mode == "train")
-    return zinc::makeError("--mode=train is not available in this zinc yet "
-                           "(autodiff lands with the training work); use --mode=infer");
+  if (precision != "fp32")
+    return zinc::makeError("--precision=" + precision +
+                           " is not available in this zinc yet; use --precision=fp32");
+  zinc::TrainingOptions training;
+  training.loss = lossName;
+  training.freeze = freeze;
+  if (optimizer == "adamw")
+    training.optimizer = zinc::OptimizerKind::AdamW;
+  else if (optimizer == "adam")
+    training.optimizer = zinc::OptimizerKind::Adam;
+  else if (optimizer == "sgd")
+    training.optimizer = zinc::OptimizerKind::SGD;
+  else if (optimizer == "none")
+    training.optimizer = zinc::OptimizerKind::None;
+  else
+    return zinc::makeError("--optimizer must be adamw, adam, sgd or none, not '" +
+                           optimizer + "'");
+  training.lr = lr;
+  training.beta1 = beta1;
+  training.beta2 = beta2;
+  training.eps = eps;
+  training.weightDecay = weightDecay >= 0 ? double(weightDecay)
+                         : training.optimizer == zinc::OptimizerKind::AdamW ? 0.01
+                                                                            : 0.0;
+  training.momentum = momentum;
+  training.nesterov = nesterov;
+  if (nesterov && momentum <= 0)
+    return zinc::makeError("--nesterov needs --momentum greater than 0");
   if (emit != "binary" && emit != "text")
     return zinc::makeError("--emit must be binary or text, not '" + emit + "'");
 
@@ -114,18 +139,24 @@ static Error compile() {
     return graph.takeError();
 
   zinc::passes::PassContext ctx;
+  ctx.training = training;
   zinc::passes::PassManager pm(ctx);
   pm.setVerifyEach(verifyEach);
   if (auto err = zinc::passes::applyPassManagerCLOptions(pm))
     return err;
-  if (auto err = pm.parsePipeline("dce"))
+  if (auto err = pm.parsePipeline(mode == "train" ? "dce,build-training,dce" : "dce"))
     return err;
   if (auto err = pm.run(**graph))
     return zinc::addContext(std::move(err), modelPath);
 
-  auto loss = chooseLoss(**graph);
-  if (!loss)
-    return loss.takeError();
+  // Inference needs no loss, but reports the one there is.
+  auto loss = zinc::findLossOutput(**graph, lossName);
+  if (!loss) {
+    if (mode == "train" || !lossName.empty())
+      return zinc::addContext(loss.takeError(), modelPath);
+    consumeError(loss.takeError());
+    loss = nullptr;
+  }
   zinc::EmitOptions emitOpts;
   emitOpts.mode = mode;
   emitOpts.hw = hw->name;
@@ -138,6 +169,8 @@ static Error compile() {
   if (!reportPath.empty()) {
     zinc::CompileConfig config;
     config.mode = mode;
+    config.precision = precision;
+    config.optimizer = optimizer;
     std::error_code ec;
     raw_fd_ostream os(reportPath, ec);
     if (ec)

@@ -156,7 +156,7 @@ checkTypesAndShapes(const onnx::GraphProto &graph,
           it->second->value_case() != onnx::TypeProto::VALUE_NOT_SET &&
           !it->second->has_tensor_type())
         return makeError(describeNode(node, i) + ": output '" + out +
-                         "' has type " + typeKindName(*it->second) +
+                         "' has unsupported type " + typeKindName(*it->second) +
                          "; zinc supports tensors only");
       if (it == types.end() || !elementType(*it->second) ||
           !staticShape(*it->second))
@@ -169,7 +169,7 @@ checkTypesAndShapes(const onnx::GraphProto &graph,
     if (initTypes.count(vi.name()))
       continue;
     if (!vi.type().has_tensor_type())
-      return makeError("input '" + vi.name() + "' has type " +
+      return makeError("input '" + vi.name() + "' has unsupported type " +
                        typeKindName(vi.type()) +
                        "; zinc supports tensors only");
     int code = vi.type().tensor_type().elem_type();

@@ -13,6 +13,7 @@ llvm::StringRef roleName(ValueRole r) {
   case ValueRole::Parameter: return "param";
   case ValueRole::Constant: return "const";
   case ValueRole::Activation: return "act";
+  case ValueRole::State: return "state";
   }
   return "?";
 }
@@ -62,6 +63,7 @@ Node *Graph::insertNode(Node *pos, llvm::StringRef opType,
     if (out)
       out->def = n.get();
   Node *raw = n.get();
+  ++nodeNameCounts[raw->name];
   auto it = nodeList.end();
   if (pos)
     it = std::find_if(nodeList.begin(), nodeList.end(),
@@ -71,6 +73,9 @@ Node *Graph::insertNode(Node *pos, llvm::StringRef opType,
 }
 
 void Graph::eraseNode(Node *n) {
+  auto count = nodeNameCounts.find(n->name);
+  if (count != nodeNameCounts.end() && --count->second == 0)
+    nodeNameCounts.erase(count);
   for (Value *out : n->outputs)
     if (out && out->def == n)
       out->def = nullptr;
@@ -112,6 +117,16 @@ std::string Graph::uniqueValueName(llvm::StringRef base) const {
   for (unsigned i = 1;; ++i) {
     std::string candidate = (base + "." + llvm::Twine(i)).str();
     if (!valuesByName.count(candidate))
+      return candidate;
+  }
+}
+
+std::string Graph::uniqueNodeName(llvm::StringRef base) const {
+  if (!nodeNameCounts.count(base))
+    return base.str();
+  for (unsigned i = 1;; ++i) {
+    std::string candidate = (base + "." + llvm::Twine(i)).str();
+    if (!nodeNameCounts.count(candidate))
       return candidate;
   }
 }

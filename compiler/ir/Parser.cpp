@@ -182,7 +182,7 @@ llvm::Error Parser::parseHeader() {
 
 llvm::Error Parser::parseStatement() {
   if (tok.isWord("input") || tok.isWord("param") || tok.isWord("const") ||
-      tok.isWord("value"))
+      tok.isWord("value") || tok.isWord("state"))
     return parseDecl();
   if (tok.isWord("output"))
     return parseOutputs();
@@ -278,6 +278,7 @@ llvm::Error Parser::parseDecl() {
   ValueRole role = keyword == "input"   ? ValueRole::Input
                    : keyword == "param" ? ValueRole::Parameter
                    : keyword == "const" ? ValueRole::Constant
+                   : keyword == "state" ? ValueRole::State
                                         : ValueRole::Activation;
   auto v = defineValue(role);
   if (!v)

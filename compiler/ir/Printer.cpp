@@ -296,6 +296,8 @@ static llvm::StringRef declKeyword(ValueRole role) {
     return "const";
   case ValueRole::Activation:
     return "value";
+  case ValueRole::State:
+    return "state";
   }
   return "value";
 }

@@ -147,7 +147,7 @@ llvm::Error checkDefinedBeforeUse(const Graph &g, const GraphFacts &facts) {
   llvm::DenseSet<const Value *> available(facts.inputs.begin(),
                                           facts.inputs.end());
   for (const auto &v : g.values())
-    if (v->init)
+    if (v->init || v->role == ValueRole::State)
       available.insert(v.get());
   for (const auto &n : g.nodes()) {
     for (size_t idx = 0; idx < n->inputs.size(); ++idx) {

@@ -12,6 +12,7 @@ static plan::Role toPlanRole(ir::ValueRole r) {
   case ir::ValueRole::Parameter: return plan::ROLE_PARAMETER;
   case ir::ValueRole::Constant: return plan::ROLE_CONSTANT;
   case ir::ValueRole::Activation: return plan::ROLE_ACTIVATION;
+  case ir::ValueRole::State: return plan::ROLE_STATE;
   }
   return plan::ROLE_ACTIVATION;
 }

@@ -28,6 +28,10 @@ enum class ValueRole {
   Parameter,  ///< Float initializer: a weight.
   Constant,   ///< Non-float initializer (shapes, indices): never trained.
   Activation, ///< Produced by a node.
+  /// Persistent training state (optimizer moments, loss scale): no
+  /// definition and no initializer; zero (or its init attribute) at load,
+  /// updated in place by the node that owns it.
+  State,
 };
 llvm::StringRef roleName(ValueRole r);
 
@@ -118,6 +122,8 @@ public:
   Value *lookupValue(llvm::StringRef name) const;
   /// A name not yet used by any value, built from `base`.
   std::string uniqueValueName(llvm::StringRef base) const;
+  /// A name not yet used by any node, built from `base`.
+  std::string uniqueNodeName(llvm::StringRef base) const;
 
   void addInput(Value *v) { inputList.push_back(v); }
   void addOutput(Value *v) { outputList.push_back(v); }
@@ -140,6 +146,8 @@ private:
   std::vector<Value *> inputList;
   std::vector<Value *> outputList;
   llvm::StringMap<Value *> valuesByName;
+  /// How many nodes carry each name (ONNX allows duplicates and empties).
+  llvm::StringMap<unsigned> nodeNameCounts;
   unsigned nextValueId = 0;
   unsigned nextNodeId = 0;
 };

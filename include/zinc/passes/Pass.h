@@ -3,6 +3,7 @@
 #define ZINC_PASSES_PASS_H
 
 #include "zinc/ir/Graph.h"
+#include "zinc/passes/TrainingOptions.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <memory>
@@ -11,8 +12,11 @@ namespace zinc::passes {
 
 /// What a pass may need besides the graph: the options of the whole
 /// compilation (hardware description, budgets, ZeRO stage...). It grows
-/// with the passes that read it; dce needs nothing from it.
-struct PassContext {};
+/// with the passes that read it.
+struct PassContext {
+  /// build-training: loss, trainable set, optimizer.
+  TrainingOptions training;
+};
 
 /// A transformation of the graph. Passes are created through Passes.def,
 /// never registered by static constructors.

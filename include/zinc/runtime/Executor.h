@@ -23,9 +23,11 @@ struct StepResult {
   std::vector<InstructionTiming> timings;
 };
 
-/// Runs every instruction once, in plan order on the compute stream.
-/// Errors name the node: "node 'MatMul_3' (MatMul): ...".
-llvm::Expected<StepResult> executeStep(Program &program, bool recordTimings);
+/// Runs every instruction once, in plan order on the compute stream; `step`
+/// is the 1-based step number the optimizer updates see. Errors name the
+/// node: "node 'MatMul_3' (MatMul): ...".
+llvm::Expected<StepResult> executeStep(Program &program, int64_t step,
+                                       bool recordTimings);
 
 } // namespace zinc::rt
 

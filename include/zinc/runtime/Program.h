@@ -44,6 +44,8 @@ public:
   /// Reads and checks the plan, lays out the tiers, prepares instructions
   /// and loads every initializer into its home tier.
   static llvm::Expected<std::unique_ptr<Program>> load(llvm::StringRef planPath);
+  /// The same from a plan already in memory (tests, embedders).
+  static llvm::Expected<std::unique_ptr<Program>> fromPlan(plan::Plan plan);
 
   const plan::Plan &getPlan() const { return plan; }
   cpu::TensorRef &tensor(int id) { return tensors[id]; }

@@ -15,6 +15,17 @@ KernelFn lookupKernel(llvm::StringRef opType) {
   return it == table.end() ? nullptr : it->second;
 }
 
+KernelFn lookupZincKernel(llvm::StringRef opType) {
+  static const llvm::StringMap<KernelFn> table = [] {
+    llvm::StringMap<KernelFn> t;
+#define ZINC_ZOP(Name, Fn) t[#Name] = &Fn;
+#include "zinc/support/ZincOps.def"
+    return t;
+  }();
+  auto it = table.find(opType);
+  return it == table.end() ? nullptr : it->second;
+}
+
 llvm::Error kernelError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }

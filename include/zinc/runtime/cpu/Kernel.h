@@ -40,6 +40,10 @@ struct KernelCall {
   const TensorRef *input(size_t i) const {
     return i < inputs.size() ? inputs[i] : nullptr;
   }
+  /// 1-based number of the training step being run (Adam's bias
+  /// correction counts it).
+  int64_t step = 1;
+
   TensorRef *output(size_t i) const {
     return i < outputs.size() ? outputs[i] : nullptr;
   }
@@ -51,6 +55,9 @@ using KernelFn = llvm::Error (*)(const KernelCall &);
 
 /// The kernel for an ONNX op type, or null. Built from support/Ops.def.
 KernelFn lookupKernel(llvm::StringRef opType);
+/// The kernel for an op of zinc's own domain ("zinc"), or null. Built from
+/// support/ZincOps.def.
+KernelFn lookupZincKernel(llvm::StringRef opType);
 
 /// An error whose message is `msg`; kernels use it for bad inputs.
 llvm::Error kernelError(const llvm::Twine &msg);

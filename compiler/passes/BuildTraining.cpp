@@ -1,0 +1,221 @@
+//===- BuildTraining.cpp - build-training: autodiff + optimizer update ----===//
+//
+// Turns a forward graph into one training step: picks the loss and the
+// trainable parameters, appends the backward graph by reverse-mode autodiff
+// (one rule per op type, rules/Rules.def), and appends one optimizer-update
+// node per parameter, which later passes may move to the host. Gradient work
+// is emitted only for values on a path from a trainable parameter to the
+// loss.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/passes/LossOutput.h"
+#include "zinc/passes/Pass.h"
+#include "zinc/passes/autodiff/GradientRules.h"
+#include "zinc/support/Error.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Regex.h"
+
+namespace zinc::passes {
+namespace {
+
+class BuildTraining : public Pass {
+public:
+  llvm::StringRef getName() const override { return "Build Training Step"; }
+  llvm::StringRef getArgument() const override { return "build-training"; }
+  llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
+};
+
+/// Sums gradient contributions of one value as they arrive.
+class GradientMap {
+public:
+  explicit GradientMap(ir::Graph &g) : g(g) {}
+  ir::Value *get(const ir::Value *v) const { return grads.lookup(v); }
+  void accumulate(const ir::Value *v, ir::Value *grad, const ir::Node &from) {
+    ir::Value *&slot = grads[v];
+    if (!slot) {
+      slot = grad;
+      return;
+    }
+    std::string name = g.uniqueValueName(v->name + ".grad");
+    ir::Value *sum = g.addValue(name, grad->dtype, grad->shape,
+                                ir::ValueRole::Activation);
+    g.addNode("Add", g.uniqueNodeName(from.name + "/grad/accumulate_" + llvm::utostr(count++)),
+              {slot, grad}, {sum});
+    slot = sum;
+  }
+
+private:
+  ir::Graph &g;
+  llvm::DenseMap<const ir::Value *, ir::Value *> grads;
+  unsigned count = 0;
+};
+
+Attribute floatAttr(llvm::StringRef name, double v) {
+  Attribute a;
+  a.name = name.str();
+  a.kind = AttrKind::Float;
+  a.f = v;
+  return a;
+}
+
+Attribute intAttr(llvm::StringRef name, int64_t v) {
+  Attribute a;
+  a.name = name.str();
+  a.kind = AttrKind::Int;
+  a.i = v;
+  return a;
+}
+
+/// One in-place update node per parameter, with its zero-initialised state.
+void appendOptimizer(ir::Graph &g, const TrainingOptions &opts, ir::Value *param,
+                     ir::Value *grad) {
+  auto state = [&](llvm::StringRef suffix) {
+    return g.addValue(g.uniqueValueName(param->name + "." + suffix.str()),
+                      DType::F32, param->shape, ir::ValueRole::State);
+  };
+  AttributeList attrs;
+  attrs.set(floatAttr("lr", opts.lr));
+  attrs.set(floatAttr("weight_decay", opts.weightDecay));
+  switch (opts.optimizer) {
+  case OptimizerKind::AdamW:
+  case OptimizerKind::Adam: {
+    attrs.set(floatAttr("beta1", opts.beta1));
+    attrs.set(floatAttr("beta2", opts.beta2));
+    attrs.set(floatAttr("eps", opts.eps));
+    bool decoupled = opts.optimizer == OptimizerKind::AdamW;
+    llvm::StringRef op = decoupled ? "AdamW" : "Adam";
+    g.addNode(op, param->name + "/" + op.lower(),
+              {param, grad, state("exp_avg"), state("exp_avg_sq")}, {},
+              std::move(attrs), "zinc");
+    return;
+  }
+  case OptimizerKind::None: {
+    std::string name = (param->init ? param->init->name : param->name) + ".grad";
+    ir::Value *out = grad;
+    if (grad->name != name) {
+      out = g.addValue(g.uniqueValueName(name), grad->dtype, grad->shape,
+                       ir::ValueRole::Activation);
+      g.addNode("Identity", g.uniqueNodeName(name), {grad}, {out});
+    }
+    g.addOutput(out);
+    return;
+  }
+  case OptimizerKind::SGD: {
+    attrs.set(floatAttr("momentum", opts.momentum));
+    attrs.set(floatAttr("dampening", opts.dampening));
+    attrs.set(intAttr("nesterov", opts.nesterov ? 1 : 0));
+    llvm::SmallVector<ir::Value *, 3> operands{param, grad};
+    if (opts.momentum != 0)
+      operands.push_back(state("momentum_buffer"));
+    g.addNode("SGD", param->name + "/sgd", operands, {}, std::move(attrs), "zinc");
+    return;
+  }
+  }
+}
+
+llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
+  const TrainingOptions &opts = ctx.training;
+  auto loss = findLossOutput(g, opts.loss);
+  if (!loss)
+    return loss.takeError();
+
+  llvm::Optional<llvm::Regex> freeze;
+  if (!opts.freeze.empty()) {
+    freeze.emplace(opts.freeze);
+    std::string why;
+    if (!freeze->isValid(why))
+      return makeError("--freeze: invalid regex '" + opts.freeze + "': " + why);
+  }
+  auto frozen = [&](const ir::Value *v) {
+    return freeze && freeze->match(v->init ? v->init->name : v->name);
+  };
+
+  // Forward: values that depend on a trainable parameter through ops that
+  // carry gradient.
+  llvm::DenseSet<const ir::Value *> dependsOnParam;
+  for (const auto &v : g.values())
+    if (v->role == ir::ValueRole::Parameter && isFloatDType(v->dtype) && !frozen(v.get()))
+      dependsOnParam.insert(v.get());
+  std::vector<ir::Node *> forward;
+  for (const auto &n : g.nodes())
+    forward.push_back(n.get());
+  for (ir::Node *n : forward) {
+    const autodiff::GradientRule *rule = autodiff::lookupGradientRule(n->opType);
+    if (rule && rule->kind == autodiff::RuleKind::ZeroGradient)
+      continue;
+    if (llvm::any_of(n->inputs, [&](const ir::Value *v) { return dependsOnParam.count(v); }))
+      for (ir::Value *out : n->outputs)
+        if (out && isFloatDType(out->dtype))
+          dependsOnParam.insert(out);
+  }
+  // Backward: values the loss depends on.
+  llvm::DenseSet<const ir::Value *> reachesLoss{*loss};
+  for (ir::Node *n : llvm::reverse(forward))
+    if (llvm::any_of(n->outputs, [&](const ir::Value *v) { return reachesLoss.count(v); }))
+      for (ir::Value *in : n->inputs)
+        if (in)
+          reachesLoss.insert(in);
+  auto needsGrad = [&](const ir::Value *v) {
+    return v && dependsOnParam.count(v) && reachesLoss.count(v);
+  };
+
+  std::vector<ir::Value *> trainable;
+  for (const auto &v : g.values())
+    if (v->role == ir::ValueRole::Parameter && needsGrad(v.get()))
+      trainable.push_back(v.get());
+  if (trainable.empty())
+    return makeError("nothing to train: no unfrozen float initializer reaches "
+                     "the loss '" + (*loss)->name + "'");
+
+  GradientMap grads(g);
+  autodiff::GradientBuilder seedBuilder(g, *(*loss)->def, {}, {});
+  ir::Value *seed = seedBuilder.scalar(1.0, (*loss)->dtype);
+  grads.accumulate(*loss, seedBuilder.reshape(seed, (*loss)->shape), *(*loss)->def);
+
+  for (ir::Node *n : llvm::reverse(forward)) {
+    llvm::SmallVector<ir::Value *, 4> outGrads;
+    for (ir::Value *out : n->outputs)
+      outGrads.push_back(out ? grads.get(out) : nullptr);
+    llvm::SmallVector<bool, 4> needs;
+    for (ir::Value *in : n->inputs)
+      needs.push_back(needsGrad(in));
+    if (llvm::none_of(outGrads, [](ir::Value *v) { return v; }) ||
+        llvm::none_of(needs, [](bool b) { return b; }))
+      continue;
+    const autodiff::GradientRule *rule = autodiff::lookupGradientRule(n->opType);
+    if (!rule || !n->domain.empty())
+      return makeError(n->describe() + ": no gradient rule for op '" + n->opType +
+                       "' (freeze the parameters before it with --freeze)");
+    if (rule->kind == autodiff::RuleKind::ZeroGradient)
+      continue;
+    if (rule->kind == autodiff::RuleKind::NotDifferentiable)
+      return makeError(n->describe() + ": op '" + n->opType +
+                       "' is not differentiable, but a trainable parameter's "
+                       "gradient flows through it");
+    autodiff::GradientBuilder builder(g, *n, outGrads, needs);
+    if (auto err = rule->fn(builder))
+      return addContext(std::move(err), n->describe());
+    for (unsigned i = 0; i < n->inputs.size(); ++i) {
+      if (!needs[i])
+        continue;
+      ir::Value *dx = builder.inputGrads()[i];
+      if (!dx)
+        return makeError(n->describe() + ": the gradient rule of '" + n->opType +
+                         "' gave no gradient for input " + llvm::Twine(i));
+      grads.accumulate(n->inputs[i], dx, *n);
+    }
+  }
+
+  for (ir::Value *param : trainable)
+    appendOptimizer(g, opts, param, grads.get(param));
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<Pass> createBuildTrainingPass() {
+  return std::make_unique<BuildTraining>();
+}
+
+} // namespace zinc::passes
