@@ -136,15 +136,19 @@ static void forEachRow(const RowPlan<N> &p, RowFn &&fn) {
 template <typename TA, typename TB, typename TO, typename Fn>
 static void binaryRow(const TA *a, int64_t sa, const TB *b, int64_t sb, TO *o,
                       int64_t n, const Fn &fn) {
+  // `omp simd`: -O2's cost model would otherwise leave these scalar.
   if (sa && sb) {
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i)
       o[i] = fn(a[i], b[i]);
   } else if (sa) {
     TB bv = *b;
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i)
       o[i] = fn(a[i], bv);
   } else if (sb) {
     TA av = *a;
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i)
       o[i] = fn(av, b[i]);
   } else {
@@ -216,6 +220,7 @@ static void map1(const TensorRef &x, TensorRef &y, const Fn &fn) {
   forEachRow(p, [&](int64_t o, const std::array<int64_t, 1> &off, int64_t n) {
     const TX *in = px + off[0];
     TY *out = py + o;
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i)
       out[i] = fn(in[i]);
   });

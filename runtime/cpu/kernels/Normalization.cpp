@@ -51,15 +51,18 @@ static llvm::Error checkFloatSameShape(const KernelCall &call) {
 template <bool isLog, typename T, typename C>
 static void softmaxRow(const T *x, T *y, int64_t d, C *scratch) {
   C m = -std::numeric_limits<C>::infinity();
+#pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < d; ++j)
     m = std::max(m, static_cast<C>(load(x[j])));
   double sum = 0;
+#pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < d; ++j) {
     scratch[j] = static_cast<C>(load(x[j])) - m;
     sum += std::exp(scratch[j]);
   }
   if constexpr (isLog) {
     C logSum = static_cast<C>(std::log(sum));
+#pragma omp simd
     for (int64_t j = 0; j < d; ++j)
       y[j] = store<T>(scratch[j] - logSum);
   } else {
@@ -262,10 +265,12 @@ llvm::Error runLayerNormalization(const KernelCall &call) {
       for (int64_t o = 0; o < outer; ++o) {
         const T *row = px + o * d;
         double sum = 0;
+#pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < d; ++j)
           sum += static_cast<double>(load(row[j]));
         double mean = d ? sum / d : 0;
         double sq = 0;
+#pragma omp simd reduction(+ : sq)
         for (int64_t j = 0; j < d; ++j) {
           double c = static_cast<double>(load(row[j])) - mean;
           sq += c * c;
@@ -275,6 +280,7 @@ llvm::Error runLayerNormalization(const KernelCall &call) {
         invStd[o] = inv;
         C m = static_cast<C>(mean), s = static_cast<C>(inv);
         T *out = py + o * d;
+#pragma omp simd
         for (int64_t j = 0; j < d; ++j)
           out[j] =
               store<T>((static_cast<C>(load(row[j])) - m) * s * pg[j] + pb[j]);

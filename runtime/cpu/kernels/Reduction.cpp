@@ -22,6 +22,8 @@ namespace {
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 /// Columns accumulated together when reducing over a non-innermost group.
 constexpr int64_t kColumnBlock = 256;
+/// Independent accumulators per row, one vector's worth.
+constexpr int64_t kLanes = 8;
 
 enum class ReduceKind { Sum, Mean, Max };
 
@@ -53,6 +55,13 @@ template <typename T, ReduceKind K> struct Reducer {
       return a + static_cast<Acc>(load(v));
     }
   }
+  /// Combines two partial results (of lanes or of threads).
+  static Acc merge(Acc a, Acc b) {
+    if constexpr (isMax)
+      return (b > a || b != b) ? b : a;
+    else
+      return a + b;
+  }
   static T finish(Acc a, int64_t n) {
     if constexpr (K == ReduceKind::Mean) {
       if constexpr (std::is_integral_v<T>) {
@@ -83,10 +92,22 @@ static void reduceMiddle(const T *in, T *out, int64_t outer, int64_t red,
   if (inner == 1) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t o = 0; o < outer; ++o) {
+      // Independent lanes let the row vectorise (the order of a double sum
+      // or of a max does not matter to the result's rounding).
       const T *row = in + o * red;
-      Acc a = R::init();
-      for (int64_t j = 0; j < red; ++j)
-        a = R::combine(a, row[j]);
+      Acc lanes[kLanes];
+      for (int64_t l = 0; l < kLanes; ++l)
+        lanes[l] = R::init();
+      int64_t j = 0;
+      for (; j + kLanes <= red; j += kLanes)
+#pragma omp simd
+        for (int64_t l = 0; l < kLanes; ++l)
+          lanes[l] = R::combine(lanes[l], row[j + l]);
+      for (; j < red; ++j)
+        lanes[0] = R::combine(lanes[0], row[j]);
+      Acc a = lanes[0];
+      for (int64_t l = 1; l < kLanes; ++l)
+        a = R::merge(a, lanes[l]);
       out[o] = R::finish(a, red);
     }
     return;
@@ -104,6 +125,7 @@ static void reduceMiddle(const T *in, T *out, int64_t outer, int64_t red,
       acc[i] = R::init();
     for (int64_t j = 0; j < red; ++j) {
       const T *row = in + (o * red + j) * inner + i0;
+#pragma omp simd
       for (int64_t i = 0; i < len; ++i)
         acc[i] = R::combine(acc[i], row[i]);
     }
