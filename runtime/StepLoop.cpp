@@ -116,6 +116,10 @@ static llvm::json::Value metricsLine(const StepReport &r) {
                           {"peak_bytes", llvm::json::Object{{"gpu", r.gpuHighWater},
                                                             {"cpu", 0}}}};
   line["loss"] = r.loss ? llvm::json::Value(*r.loss) : llvm::json::Value(nullptr);
+  if (r.lossScale) {
+    line["loss_scale"] = *r.lossScale;
+    line["skipped"] = r.skipped;
+  }
   return llvm::json::Value(std::move(line));
 }
 
@@ -197,6 +201,14 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
   std::vector<std::pair<double, StepResult>> traced;
   double elapsed = 0;
   int lossId = program.getPlan().loss();
+  const plan::Plan &plan = program.getPlan();
+  if (plan.has_loss_scaling()) {
+    for (uint32_t id : {plan.loss_scaling().scale(), plan.loss_scaling().found_inf()})
+      if (id >= static_cast<uint32_t>(plan.tensors_size()) ||
+          program.tensor(id).dtype != DType::F32 || program.tensor(id).numElements() != 1)
+        return makeError("corrupt plan: loss scaling names tensor " + llvm::Twine(id) +
+                         ", which is not an f32 scalar");
+  }
   for (unsigned step = 0; step < opts.steps; ++step) {
     feeder.feed(program, step);
     auto result = executeStep(program, step + 1, tracing);
@@ -209,6 +221,10 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
     report.gpuHighWater = result->gpuHighWater;
     if (lossId >= 0)
       report.loss = readScalar(program.tensor(lossId));
+    if (plan.has_loss_scaling()) {
+      report.lossScale = readScalar(program.tensor(plan.loss_scaling().scale()));
+      report.skipped = *program.tensor(plan.loss_scaling().found_inf()).as<float>() != 0;
+    }
     if (metrics) {
       *metrics << metricsLine(report) << "\n";
       metrics->flush();

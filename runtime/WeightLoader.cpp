@@ -1,6 +1,7 @@
 //===- WeightLoader.cpp - Initializers from ONNX (inline or external) -----===//
 #include "zinc/runtime/WeightLoader.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/Float16.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -134,11 +135,31 @@ llvm::Error loadInitializers(const plan::Plan &plan,
   for (const plan::Tensor &t : plan.tensors()) {
     if (!t.has_init())
       continue;
-    cpu::TensorRef &out = tensorOf(t.id());
+    cpu::TensorRef &dest = tensorOf(t.id());
+    // A 16-bit State with an initializer is the compute-precision copy of an
+    // fp32 parameter: read the fp32 bytes, then round them into it.
+    std::vector<float> staging;
+    cpu::TensorRef fp32{DType::F32, dest.shape, nullptr};
+    bool converting = t.role() == plan::ROLE_STATE &&
+                      (dest.dtype == DType::F16 || dest.dtype == DType::BF16);
+    if (converting) {
+      staging.resize(dest.numElements());
+      fp32.data = staging.data();
+    }
+    cpu::TensorRef &out = converting ? fp32 : dest;
+    auto finish = [&] {
+      if (!converting)
+        return;
+      auto *bits = static_cast<uint16_t *>(dest.data);
+      for (size_t i = 0; i < staging.size(); ++i)
+        bits[i] = dest.dtype == DType::F16 ? floatToHalf(staging[i])
+                                           : floatToBf16(staging[i]);
+    };
     const plan::InitializerSource &src = t.init();
     if (!src.file().empty()) {
       if (auto err = readExternal(src, out))
         return err;
+      finish();
       continue;
     }
     if (!parsed) {
@@ -155,6 +176,7 @@ llvm::Error loadInitializers(const plan::Plan &plan,
                        "changed after compiling?)");
     if (auto err = copyInline(*it->second, out, plan.model_path()))
       return err;
+    finish();
   }
   return llvm::Error::success();
 }

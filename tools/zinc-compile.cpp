@@ -13,6 +13,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
 
 using namespace llvm;
 
@@ -48,6 +49,17 @@ static cl::opt<bool> nesterov("nesterov", cl::desc("SGD with Nesterov momentum")
                               cl::cat(compileCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"),
                                       cl::init("fp32"), cl::cat(compileCategory));
+static cl::opt<std::string> lossScale(
+    "loss-scale", cl::desc("dynamic (default with fp16: GradScaler's scheme), N (a fixed "
+                           "scale) or none"),
+    cl::cat(compileCategory));
+static cl::opt<double> initialLossScale("initial-loss-scale",
+                                        cl::desc("Scale of the first step (default 65536)"),
+                                        cl::init(65536.0), cl::cat(compileCategory));
+static cl::opt<int64_t> lossScaleGrowthInterval(
+    "loss-scale-growth-interval",
+    cl::desc("Good steps before the dynamic scale doubles (default 2000)"), cl::init(2000),
+    cl::cat(compileCategory));
 static cl::list<std::string> dims("dim", cl::desc("Bind a symbolic dimension"),
                                   cl::value_desc("NAME=VALUE"), cl::cat(compileCategory));
 static cl::opt<std::string> hwName("hw", cl::desc("Hardware preset or FILE.json"),
@@ -81,10 +93,41 @@ static Expected<uint64_t> capacity(const std::string &flag, const std::string &v
 static Error compile() {
   if (mode != "train" && mode != "infer")
     return zinc::makeError("--mode must be train or infer, not '" + mode + "'");
-  if (precision != "fp32")
-    return zinc::makeError("--precision=" + precision +
-                           " is not available in this zinc yet; use --precision=fp32");
   zinc::TrainingOptions training;
+  if (precision == "fp32")
+    training.precision = zinc::PrecisionKind::FP32;
+  else if (precision == "bf16")
+    training.precision = zinc::PrecisionKind::BF16;
+  else if (precision == "fp16")
+    training.precision = zinc::PrecisionKind::FP16;
+  else
+    return zinc::makeError("--precision must be fp32, bf16 or fp16, not '" + precision + "'");
+  if (lossScale.empty())
+    training.lossScale = training.precision == zinc::PrecisionKind::FP16
+                             ? zinc::LossScaleKind::Dynamic
+                             : zinc::LossScaleKind::None;
+  else if (lossScale == "dynamic")
+    training.lossScale = zinc::LossScaleKind::Dynamic;
+  else if (lossScale == "none")
+    training.lossScale = zinc::LossScaleKind::None;
+  else {
+    double fixed = 0;
+    if (StringRef(lossScale).getAsDouble(fixed) || !(fixed > 0) || !std::isfinite(fixed))
+      return zinc::makeError("--loss-scale must be dynamic, none or a positive number, not '" +
+                             lossScale + "'");
+    training.lossScale = zinc::LossScaleKind::Static;
+    training.initialLossScale = fixed;
+  }
+  if (training.lossScale == zinc::LossScaleKind::Dynamic)
+    training.initialLossScale = initialLossScale;
+  if (!(initialLossScale > 0) || !std::isfinite(initialLossScale))
+    return zinc::makeError("--initial-loss-scale must be a positive number");
+  if (lossScaleGrowthInterval < 1)
+    return zinc::makeError("--loss-scale-growth-interval must be at least 1");
+  training.lossScaleGrowthInterval = lossScaleGrowthInterval;
+  if (training.precision == zinc::PrecisionKind::FP32 &&
+      training.lossScale != zinc::LossScaleKind::None)
+    return zinc::makeError("--loss-scale needs --precision=fp16 or bf16");
   training.loss = lossName;
   training.freeze = freeze;
   if (optimizer == "adamw")
@@ -144,7 +187,12 @@ static Error compile() {
   pm.setVerifyEach(verifyEach);
   if (auto err = zinc::passes::applyPassManagerCLOptions(pm))
     return err;
-  if (auto err = pm.parsePipeline(mode == "train" ? "dce,build-training,dce" : "dce"))
+  std::string pipeline = mode == "train" ? "dce,build-training" : "dce";
+  if (training.precision != zinc::PrecisionKind::FP32)
+    pipeline += ",mixed-precision";
+  if (pipeline != "dce")
+    pipeline += ",dce";
+  if (auto err = pm.parsePipeline(pipeline))
     return err;
   if (auto err = pm.run(**graph))
     return zinc::addContext(std::move(err), modelPath);

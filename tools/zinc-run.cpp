@@ -106,7 +106,10 @@ int main(int argc, char **argv) {
     outs() << "step " << r.step;
     if (r.loss)
       outs() << ": loss " << format("%.6f", *r.loss);
-    outs() << " (" << format("%.3f", r.seconds * 1e3) << " ms)\n";
+    outs() << " (" << format("%.3f", r.seconds * 1e3) << " ms)";
+    if (r.skipped && r.lossScale)
+      outs() << " (skipped: overflow, loss scale -> " << format("%g", *r.lossScale) << ")";
+    outs() << "\n";
     outs().flush();
     if (terminal)
       drawProgress(r, std::chrono::duration<double>(

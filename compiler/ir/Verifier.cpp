@@ -76,7 +76,9 @@ llvm::Error checkRoles(const Graph &g, const GraphFacts &facts) {
       return fail("graph input " + quoted(*v) + " has role " +
                   roleName(v->role) + ", expected input");
   for (const auto &v : g.values()) {
-    if (v->init && !isInitializerRole(v->role))
+    // A State may start as a copy of an initializer (mixed precision's
+    // compute-precision copy of a parameter).
+    if (v->init && !isInitializerRole(v->role) && v->role != ValueRole::State)
       return fail("value " + quoted(*v) + " has an initializer but role " +
                   roleName(v->role) + ", expected param or const");
     if (!v->init && isInitializerRole(v->role))

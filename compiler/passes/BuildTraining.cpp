@@ -12,9 +12,11 @@
 #include "zinc/passes/Pass.h"
 #include "zinc/passes/autodiff/GradientRules.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/Float16.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Regex.h"
+#include <cstring>
 
 namespace zinc::passes {
 namespace {
@@ -65,6 +67,34 @@ Attribute intAttr(llvm::StringRef name, int64_t v) {
   a.kind = AttrKind::Int;
   a.i = v;
   return a;
+}
+
+/// The gradient of the loss, 1: a Constant of the loss's type whose value is
+/// named "<loss>.grad", the name mixed-precision finds it by to seed it with
+/// the loss scale instead.
+ir::Value *appendLossGradSeed(ir::Graph &g, const ir::Value &loss) {
+  TensorData one;
+  one.dtype = loss.dtype;
+  one.shape.assign(loss.shape.begin(), loss.shape.end()); // one element
+  one.bytes.resize(dtypeSize(loss.dtype));
+  auto put = [&](auto v) { std::memcpy(one.bytes.data(), &v, sizeof(v)); };
+  switch (loss.dtype) {
+  case DType::F64: put(1.0); break;
+  case DType::F16: put(floatToHalf(1.0f)); break;
+  case DType::BF16: put(floatToBf16(1.0f)); break;
+  default: put(1.0f); break; // findLossOutput admits float losses only
+  }
+  Attribute value;
+  value.name = "value";
+  value.kind = AttrKind::Tensor;
+  value.tensor = std::move(one);
+  AttributeList attrs;
+  attrs.set(std::move(value));
+  ir::Value *seed = g.addValue(g.uniqueValueName(loss.name + ".grad"), loss.dtype,
+                               loss.shape, ir::ValueRole::Activation);
+  g.addNode("Constant", g.uniqueNodeName(loss.def->name + "/grad/seed"), {}, {seed},
+            std::move(attrs));
+  return seed;
 }
 
 /// One in-place update node per parameter, with its zero-initialised state.
@@ -169,9 +199,7 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
                      "the loss '" + (*loss)->name + "'");
 
   GradientMap grads(g);
-  autodiff::GradientBuilder seedBuilder(g, *(*loss)->def, {}, {});
-  ir::Value *seed = seedBuilder.scalar(1.0, (*loss)->dtype);
-  grads.accumulate(*loss, seedBuilder.reshape(seed, (*loss)->shape), *(*loss)->def);
+  grads.accumulate(*loss, appendLossGradSeed(g, **loss), *(*loss)->def);
 
   for (ir::Node *n : llvm::reverse(forward)) {
     llvm::SmallVector<ir::Value *, 4> outGrads;

@@ -1,22 +1,50 @@
 //===- CompileReport.cpp - The --report JSON of INTERFACES.md -------------===//
 #include "zinc/passes/CompileReport.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace zinc {
 
 llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
                                      const CompileConfig &config,
                                      const Hardware &hw) {
+  // Every float initializer once: a parameter's fp32 master and its
+  // compute-precision copy (a State with the same initializer) are one.
+  bool mixed = config.precision == "bf16" || config.precision == "fp16";
+  uint64_t computeBytes = mixed ? 2 : 4;
   int64_t params = 0;
   uint64_t paramBytes = 0;
-  for (const ir::Value *v : g.initializers())
-    if (isFloatDType(v->dtype)) {
+  llvm::StringSet<> seen;
+  for (const auto &v : g.values())
+    if (v->init && isFloatDType(v->dtype) &&
+        (v->role == ir::ValueRole::Parameter || v->role == ir::ValueRole::State) &&
+        seen.insert(v->init->name).second) {
       params += v->numElements();
-      paramBytes += v->byteSize();
+      paramBytes += mixed ? v->numElements() * computeBytes : v->byteSize();
     }
-  // Inference keeps no gradients or optimizer states: those classes are
-  // truly zero, and nothing is trainable.
-  int64_t trainable = config.mode == "train" ? params : 0;
-  uint64_t gradBytes = 0, optimizerBytes = 0;
+  // What one optimizer update holds per trained element: the fp32 master
+  // (mixed precision only) and its states (Adam: m and v; SGD: the momentum
+  // buffer when there is momentum). Inference has none of these.
+  int64_t trainable = 0;
+  uint64_t optimizerBytes = 0;
+  for (const auto &n : g.nodes()) {
+    bool adam = n->opType == "AdamW" || n->opType == "Adam";
+    if (n->domain != "zinc" || (!adam && n->opType != "SGD") || n->inputs.empty())
+      continue;
+    const ir::Value *param = n->inputs[0];
+    trainable += param->numElements();
+    if (mixed)
+      optimizerBytes += param->numElements() * 4;
+    for (unsigned i = 2; i < (adam ? 4u : 3u) && i < n->inputs.size(); ++i)
+      if (n->inputs[i])
+        optimizerBytes += n->inputs[i]->byteSize();
+  }
+  // --optimizer=none: the gradients are outputs "<initializer>.grad".
+  for (const ir::Value *out : g.outputs()) {
+    llvm::StringRef name(out->name);
+    if (name.consume_back(".grad") && seen.count(name))
+      trainable += out->numElements();
+  }
+  uint64_t gradBytes = trainable * computeBytes;
 
   uint64_t peaks[3] = {0, 0, 0};
   for (const plan::TierInfo &t : p.tiers())

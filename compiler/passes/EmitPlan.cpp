@@ -132,6 +132,11 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
     p.set_loss(ids[opts.loss]);
 
   for (const auto &n : g.nodes()) {
+    if (n->domain == "zinc" && n->opType == "UpdateLossScale" && n->inputs.size() == 4 &&
+        n->inputs[0] && n->inputs[2]) {
+      p.mutable_loss_scaling()->set_scale(ids[n->inputs[0]]);
+      p.mutable_loss_scaling()->set_found_inf(ids[n->inputs[2]]);
+    }
     plan::Instruction *inst = p.add_instructions();
     inst->set_name(n->name);
     inst->set_domain(n->domain);

@@ -3,42 +3,135 @@
 // torch.optim's single-tensor algorithms (PyTorch 1.13), step for step, so
 // that a zinc run and a PyTorch run from the same weights stay together:
 // the scalars (bias corrections, step size) are computed in double as Python
-// does, the elementwise work in float as PyTorch's CPU kernels do.
+// does, the elementwise work in float as PyTorch's CPU kernels do. Under
+// mixed precision the gradient may be f16/bf16 (read as float, unscaled by
+// GradScaler's inv_scale under fp16 loss scaling) and the update also writes
+// the parameter's compute-precision copy.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cpu/Kernel.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/Float16.h"
 #include <cmath>
 
 namespace zinc::cpu {
 
-/// Checks that every operand is f32 with the parameter's element count.
-static llvm::Error checkOperands(const KernelCall &call, size_t count) {
-  if (call.inputs.size() != count)
-    return makeError(call.opType + " expects " + llvm::Twine(count) + " operands");
-  int64_t n = call.inputs[0]->numElements();
-  for (const TensorRef *t : call.inputs)
-    if (!t || t->dtype != DType::F32 || t->numElements() != n)
-      return makeError("unsupported: " + call.opType +
-                       " on operands that are not all f32 of the parameter's size");
-  return llvm::Error::success();
+/// What an update reads besides (param, grad, states): mixed precision's
+/// compute-precision copy, which it writes, and fp16 loss scaling's found-inf
+/// flag, scale and count of applied steps (operands `first`.. in that order;
+/// absent ones are null or missing).
+struct Extras {
+  TensorRef *copy = nullptr;
+  const float *foundInf = nullptr;
+  const float *scale = nullptr;
+  const int64_t *applied = nullptr;
+
+  /// GradScaler skips optimizer.step() on an overflow: nothing changes.
+  bool skip() const { return foundInf && *foundInf != 0; }
+  /// torch.optim's state['step'] counts the updates done, skipped steps not.
+  int64_t step(const KernelCall &call) const {
+    return applied ? *applied + 1 : call.step;
+  }
+  /// GradScaler's inv_scale: the reciprocal in double, rounded to float.
+  float invScale() const { return scale ? static_cast<float>(1.0 / *scale) : 1.0f; }
+};
+
+static bool isScalar(const TensorRef *t, DType dtype) {
+  return t && t->dtype == dtype && t->numElements() == 1;
+}
+
+/// Checks the operands: param and states f32 of one size, the gradient f32,
+/// f16 or bf16 of that size, then the extras; `states` may hold null
+/// (SGD without momentum).
+static llvm::Expected<Extras> checkOperands(const KernelCall &call, size_t states) {
+  size_t first = 2 + states;
+  if (call.inputs.size() < first || call.inputs.size() > first + 4)
+    return makeError(call.opType + " expects " + llvm::Twine(first) + " to " +
+                     llvm::Twine(first + 4) + " operands");
+  const TensorRef *param = call.inputs[0], *grad = call.inputs[1];
+  int64_t n = param ? param->numElements() : 0;
+  bool ok = param && param->dtype == DType::F32 && grad && grad->numElements() == n &&
+            (grad->dtype == DType::F32 || grad->dtype == DType::F16 ||
+             grad->dtype == DType::BF16);
+  for (size_t i = 2; i < first; ++i)
+    ok &= !call.inputs[i] ||
+          (call.inputs[i]->dtype == DType::F32 && call.inputs[i]->numElements() == n);
+  if (!ok)
+    return makeError("unsupported: " + call.opType +
+                     " on a parameter and states that are not all f32 of one size, "
+                     "or a gradient that is not f32, f16 or bf16 of that size");
+  Extras e;
+  const TensorRef *copy = call.input(first);
+  if (copy) {
+    if ((copy->dtype != DType::F16 && copy->dtype != DType::BF16) ||
+        copy->numElements() != n)
+      return makeError(call.opType + ": operand " + llvm::Twine(first) +
+                       " (the compute copy) must be f16 or bf16 of the parameter's size");
+    e.copy = const_cast<TensorRef *>(copy);
+  }
+  const TensorRef *foundInf = call.input(first + 1), *scale = call.input(first + 2),
+                  *applied = call.input(first + 3);
+  if (foundInf || scale || applied) {
+    if (!isScalar(foundInf, DType::F32) || !isScalar(scale, DType::F32) ||
+        !isScalar(applied, DType::I64))
+      return makeError(call.opType + ": loss scaling operands must be found_inf f32[], "
+                                     "scale f32[] and the applied-step count i64[]");
+    e.foundInf = foundInf->as<float>();
+    e.scale = scale->as<float>();
+    e.applied = applied->as<int64_t>();
+  }
+  return e;
+}
+
+/// Calls fn(readGrad) with readGrad(i) element i of the gradient as float.
+template <typename Fn> static void withGradReader(const TensorRef &grad, Fn &&fn) {
+  switch (grad.dtype) {
+  case DType::F16: {
+    const uint16_t *g = grad.as<uint16_t>();
+    fn([g](int64_t i) { return halfToFloat(g[i]); });
+    return;
+  }
+  case DType::BF16: {
+    const uint16_t *g = grad.as<uint16_t>();
+    fn([g](int64_t i) { return bf16ToFloat(g[i]); });
+    return;
+  }
+  default: {
+    const float *g = grad.as<float>();
+    fn([g](int64_t i) { return g[i]; });
+    return;
+  }
+  }
+}
+
+/// Writes the updated fp32 parameter into the compute copy (round to
+/// nearest even), in the same pass over memory as the update.
+static inline void storeCopy(TensorRef *copy, int64_t i, float p) {
+  if (!copy)
+    return;
+  copy->as<uint16_t>()[i] =
+      copy->dtype == DType::F16 ? floatToHalf(p) : floatToBf16(p);
 }
 
 static llvm::Error adam(const KernelCall &call, bool decoupled) {
-  if (auto err = checkOperands(call, 4))
-    return err;
+  auto extras = checkOperands(call, 2);
+  if (!extras)
+    return extras.takeError();
+  if (extras->skip())
+    return llvm::Error::success();
   float *param = call.inputs[0]->as<float>();
-  const float *grad = call.inputs[1]->as<float>();
   float *expAvg = call.inputs[2]->as<float>();
   float *expAvgSq = call.inputs[3]->as<float>();
+  TensorRef *copy = extras->copy;
   int64_t n = call.inputs[0]->numElements();
   double lr = call.attrs.getFloat("lr", 1e-3);
   double beta1 = call.attrs.getFloat("beta1", 0.9);
   double beta2 = call.attrs.getFloat("beta2", 0.999);
   double eps = call.attrs.getFloat("eps", 1e-8);
   double wd = call.attrs.getFloat("weight_decay", decoupled ? 1e-2 : 0.0);
-  double bias1 = 1 - std::pow(beta1, static_cast<double>(call.step));
-  double bias2 = 1 - std::pow(beta2, static_cast<double>(call.step));
+  int64_t step = extras->step(call);
+  double bias1 = 1 - std::pow(beta1, static_cast<double>(step));
+  double bias2 = 1 - std::pow(beta2, static_cast<double>(step));
   const float decay = static_cast<float>(1 - lr * wd);
   const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
   const float oneMinusB1 = static_cast<float>(1 - beta1);
@@ -47,21 +140,29 @@ static llvm::Error adam(const KernelCall &call, bool decoupled) {
   const float bias2Sqrt = static_cast<float>(std::sqrt(bias2));
   const float epsF = static_cast<float>(eps);
   const float wdF = static_cast<float>(wd);
+  const bool unscale = extras->scale != nullptr;
+  const float inv = extras->invScale();
+  withGradReader(*call.inputs[1], [&](auto readGrad) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i];
-    float p = param[i];
-    if (decoupled)
-      p *= decay;
-    else if (wdF != 0)
-      g += p * wdF;
-    float m = expAvg[i] * b1 + g * oneMinusB1;
-    float v = expAvgSq[i] * b2 + g * g * oneMinusB2;
-    expAvg[i] = m;
-    expAvgSq[i] = v;
-    float denom = std::sqrt(v) / bias2Sqrt + epsF;
-    param[i] = p - stepSize * (m / denom);
-  }
+    for (int64_t i = 0; i < n; ++i) {
+      float g = readGrad(i);
+      if (unscale)
+        g *= inv;
+      float p = param[i];
+      if (decoupled)
+        p *= decay;
+      else if (wdF != 0)
+        g += p * wdF;
+      float m = expAvg[i] * b1 + g * oneMinusB1;
+      float v = expAvgSq[i] * b2 + g * g * oneMinusB2;
+      expAvg[i] = m;
+      expAvgSq[i] = v;
+      float denom = std::sqrt(v) / bias2Sqrt + epsF;
+      p = p - stepSize * (m / denom);
+      param[i] = p;
+      storeCopy(copy, i, p);
+    }
+  });
   return llvm::Error::success();
 }
 
@@ -69,12 +170,16 @@ llvm::Error runAdamW(const KernelCall &call) { return adam(call, true); }
 llvm::Error runAdam(const KernelCall &call) { return adam(call, false); }
 
 llvm::Error runSGD(const KernelCall &call) {
-  bool hasMomentum = call.inputs.size() == 3;
-  if (auto err = checkOperands(call, hasMomentum ? 3 : 2))
-    return err;
+  // (param, grad) or (param, grad, momentum_buffer | none, extras...).
+  auto extras = checkOperands(call, call.inputs.size() > 2 ? 1 : 0);
+  if (!extras)
+    return extras.takeError();
+  if (extras->skip())
+    return llvm::Error::success();
   float *param = call.inputs[0]->as<float>();
-  const float *grad = call.inputs[1]->as<float>();
-  float *buf = hasMomentum ? call.inputs[2]->as<float>() : nullptr;
+  const TensorRef *bufRef = call.input(2);
+  float *buf = bufRef ? bufRef->as<float>() : nullptr;
+  TensorRef *copy = extras->copy;
   int64_t n = call.inputs[0]->numElements();
   const float lr = static_cast<float>(call.attrs.getFloat("lr", 1e-3));
   const float wd = static_cast<float>(call.attrs.getFloat("weight_decay", 0));
@@ -82,19 +187,27 @@ llvm::Error runSGD(const KernelCall &call) {
   const float dampening = static_cast<float>(call.attrs.getFloat("dampening", 0));
   const bool nesterov = call.attrs.getInt("nesterov", 0) != 0;
   // PyTorch starts the momentum buffer as a copy of the first gradient.
-  const bool firstStep = call.step == 1;
+  const bool firstStep = extras->step(call) == 1;
+  const bool unscale = extras->scale != nullptr;
+  const float inv = extras->invScale();
+  withGradReader(*call.inputs[1], [&](auto readGrad) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    float d = grad[i];
-    if (wd != 0)
-      d += param[i] * wd;
-    if (buf) {
-      float b = firstStep ? d : buf[i] * momentum + d * (1 - dampening);
-      buf[i] = b;
-      d = nesterov ? d + b * momentum : b;
+    for (int64_t i = 0; i < n; ++i) {
+      float d = readGrad(i);
+      if (unscale)
+        d *= inv;
+      if (wd != 0)
+        d += param[i] * wd;
+      if (buf) {
+        float b = firstStep ? d : buf[i] * momentum + d * (1 - dampening);
+        buf[i] = b;
+        d = nesterov ? d + b * momentum : b;
+      }
+      float p = param[i] - lr * d;
+      param[i] = p;
+      storeCopy(copy, i, p);
     }
-    param[i] -= lr * d;
-  }
+  });
   return llvm::Error::success();
 }
 

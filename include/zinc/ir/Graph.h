@@ -29,7 +29,8 @@ enum class ValueRole {
   Constant,   ///< Non-float initializer (shapes, indices): never trained.
   Activation, ///< Produced by a node.
   /// Persistent training state (optimizer moments, loss scale): no
-  /// definition and no initializer; zero (or its init attribute) at load,
+  /// definition; zero at load, or, with an initializer, that initializer
+  /// converted to its dtype (a parameter's compute-precision copy);
   /// updated in place by the node that owns it.
   State,
 };

@@ -14,7 +14,8 @@ namespace zinc::passes {
 /// compilation (hardware description, budgets, ZeRO stage...). It grows
 /// with the passes that read it.
 struct PassContext {
-  /// build-training: loss, trainable set, optimizer.
+  /// build-training: loss, trainable set, optimizer; mixed-precision:
+  /// precision and loss scaling.
   TrainingOptions training;
 };
 

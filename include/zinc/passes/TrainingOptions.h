@@ -2,6 +2,7 @@
 #ifndef ZINC_PASSES_TRAININGOPTIONS_H
 #define ZINC_PASSES_TRAININGOPTIONS_H
 
+#include <cstdint>
 #include <string>
 
 namespace zinc {
@@ -9,6 +10,14 @@ namespace zinc {
 /// None: no update; each trained parameter's gradient becomes a graph output
 /// named "<initializer>.grad" (gradient checks, debugging).
 enum class OptimizerKind { AdamW, Adam, SGD, None };
+
+/// Compute precision (--precision): Mixed kinds keep fp32 master weights and
+/// fp32 optimizer states; the mixed-precision pass applies them.
+enum class PrecisionKind { FP32, BF16, FP16 };
+
+/// fp16 loss scaling (--loss-scale): PyTorch GradScaler's dynamic scheme,
+/// a fixed scale, or none.
+enum class LossScaleKind { None, Static, Dynamic };
 
 /// PyTorch's semantics and defaults (torch.optim.AdamW / Adam / SGD).
 struct TrainingOptions {
@@ -26,6 +35,15 @@ struct TrainingOptions {
   double momentum = 0;
   double dampening = 0;
   bool nesterov = false;
+
+  PrecisionKind precision = PrecisionKind::FP32;
+  LossScaleKind lossScale = LossScaleKind::None;
+  /// The scale of the first step (Static: of every step); GradScaler's
+  /// defaults for the rest.
+  double initialLossScale = 65536.0;
+  double lossScaleGrowthFactor = 2.0;
+  double lossScaleBackoffFactor = 0.5;
+  int64_t lossScaleGrowthInterval = 2000;
 };
 
 } // namespace zinc

@@ -26,6 +26,10 @@ struct StepReport {
   llvm::Optional<double> loss;
   double seconds = 0;
   uint64_t gpuHighWater = 0;
+  /// With fp16 loss scaling: the scale the next step uses, and whether this
+  /// step overflowed and so changed no weight.
+  llvm::Optional<double> lossScale;
+  bool skipped = false;
 };
 
 /// Runs `opts.steps` steps: feeds inputs (data slice `i mod len`, or seeded

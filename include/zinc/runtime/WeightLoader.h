@@ -11,7 +11,9 @@ namespace zinc::rt {
 /// Copies every initializer the plan names into its tensor's buffer:
 /// inline ones from the ONNX model file (parsed once, only if needed),
 /// external ones straight from their data files. Errors name the
-/// initializer and the file (missing, short, unreadable).
+/// initializer and the file (missing, short, unreadable). A 16-bit State
+/// with an initializer (a parameter's compute-precision copy) gets the fp32
+/// initializer rounded to its dtype.
 llvm::Error loadInitializers(const plan::Plan &plan,
                              llvm::function_ref<cpu::TensorRef &(int)> tensorOf);
 

@@ -1,0 +1,119 @@
+//===- LossScaling.cpp - fp16 dynamic loss scaling, GradScaler's way ------===//
+//
+// torch.cuda.amp.GradScaler (PyTorch 1.13) as three in-place ops over its
+// state: the scale (f32[]; 0 until the first step, which starts it at
+// init_scale, as GradScaler initialises lazily), the growth tracker (i64[]),
+// the found-inf flag (f32[]) and the count of applied optimizer steps (i64[],
+// torch.optim's state['step'], which a skipped step does not advance).
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/runtime/cpu/Kernel.h"
+#include "zinc/support/Error.h"
+#include "zinc/support/Float16.h"
+#include <cmath>
+
+namespace zinc::cpu {
+
+static bool isScalar(const TensorRef *t, DType dtype) {
+  return t && t->dtype == dtype && t->numElements() == 1;
+}
+
+/// LossScale(scale) -> seed: the loss gradient, the current scale.
+llvm::Error runLossScale(const KernelCall &call) {
+  const TensorRef *scale = call.input(0);
+  TensorRef *seed = call.output(0);
+  if (!isScalar(scale, DType::F32) || !seed || seed->numElements() != 1)
+    return makeError("LossScale expects the scale f32[] and one output element");
+  float &s = *scale->as<float>();
+  if (s == 0)
+    s = static_cast<float>(call.attrs.getFloat("init_scale", 65536.0));
+  switch (seed->dtype) {
+  case DType::F32: *seed->as<float>() = s; break;
+  case DType::F64: *seed->as<double>() = s; break;
+  case DType::F16: *seed->as<uint16_t>() = floatToHalf(s); break;
+  case DType::BF16: *seed->as<uint16_t>() = floatToBf16(s); break;
+  default: return makeError("LossScale: the seed must be a float");
+  }
+  return llvm::Error::success();
+}
+
+/// CheckFiniteGrads(found_inf, scale, grads...): found_inf = 1 when any
+/// gradient, unscaled in f32 as GradScaler.unscale_ does, is inf or NaN.
+llvm::Error runCheckFiniteGrads(const KernelCall &call) {
+  if (call.inputs.size() < 2 || !isScalar(call.inputs[0], DType::F32) ||
+      !isScalar(call.inputs[1], DType::F32))
+    return makeError("CheckFiniteGrads expects found_inf f32[], scale f32[], grads...");
+  const float inv = static_cast<float>(1.0 / *call.inputs[1]->as<float>());
+  bool found = false;
+  for (size_t k = 2; k < call.inputs.size() && !found; ++k) {
+    const TensorRef *g = call.inputs[k];
+    if (!g)
+      continue;
+    int64_t n = g->numElements();
+    int bad = 0;
+    switch (g->dtype) {
+    case DType::F32: {
+      const float *p = g->as<float>();
+#pragma omp parallel for reduction(| : bad) if (n > (1 << 16))
+      for (int64_t i = 0; i < n; ++i)
+        bad |= !std::isfinite(p[i] * inv);
+      break;
+    }
+    case DType::F16: {
+      const uint16_t *p = g->as<uint16_t>();
+#pragma omp parallel for reduction(| : bad) if (n > (1 << 16))
+      for (int64_t i = 0; i < n; ++i)
+        bad |= !std::isfinite(halfToFloat(p[i]) * inv);
+      break;
+    }
+    case DType::BF16: {
+      const uint16_t *p = g->as<uint16_t>();
+#pragma omp parallel for reduction(| : bad) if (n > (1 << 16))
+      for (int64_t i = 0; i < n; ++i)
+        bad |= !std::isfinite(bf16ToFloat(p[i]) * inv);
+      break;
+    }
+    default:
+      return makeError("CheckFiniteGrads: gradient " + llvm::Twine(k - 2) +
+                       " is not f32, f16 or bf16");
+    }
+    found = bad != 0;
+  }
+  *call.inputs[0]->as<float>() = found ? 1.0f : 0.0f;
+  return llvm::Error::success();
+}
+
+/// UpdateLossScale(scale, growth_tracker, found_inf, applied_steps):
+/// torch._amp_update_scale_, and one more applied step unless skipped.
+llvm::Error runUpdateLossScale(const KernelCall &call) {
+  if (call.inputs.size() != 4 || !isScalar(call.inputs[0], DType::F32) ||
+      !isScalar(call.inputs[1], DType::I64) || !isScalar(call.inputs[2], DType::F32) ||
+      !isScalar(call.inputs[3], DType::I64))
+    return makeError("UpdateLossScale expects scale f32[], growth_tracker i64[], "
+                     "found_inf f32[], applied steps i64[]");
+  float &scale = *call.inputs[0]->as<float>();
+  int64_t &tracker = *call.inputs[1]->as<int64_t>();
+  bool foundInf = *call.inputs[2]->as<float>() != 0;
+  int64_t &applied = *call.inputs[3]->as<int64_t>();
+  const double growth = call.attrs.getFloat("growth_factor", 2.0);
+  const double backoff = call.attrs.getFloat("backoff_factor", 0.5);
+  const int64_t interval = call.attrs.getInt("growth_interval", 2000);
+  if (foundInf) {
+    scale = static_cast<float>(scale * backoff);
+    tracker = 0;
+    return llvm::Error::success();
+  }
+  ++applied;
+  int64_t successful = tracker + 1;
+  if (successful == interval) {
+    float grown = static_cast<float>(scale * growth);
+    if (std::isfinite(grown)) // GradScaler never grows the scale to inf.
+      scale = grown;
+    tracker = 0;
+  } else {
+    tracker = successful;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace zinc::cpu
