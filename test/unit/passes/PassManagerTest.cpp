@@ -78,7 +78,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
-            "unknown pass 'tile-everything'; valid passes: dce");
+            "unknown pass 'tile-everything'; valid passes: build-training, dce");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
   EXPECT_EQ(message(pm.parsePipeline("dce,,dce")),
             "empty pass name in pipeline 'dce,,dce'");
@@ -87,7 +87,8 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
 TEST(PassManager, RegistryComesFromPassesDef) {
   std::vector<llvm::StringRef> args = getPassArguments();
   ASSERT_FALSE(args.empty());
-  EXPECT_EQ(args.front(), "dce");
+  EXPECT_TRUE(llvm::is_contained(args, "dce"));
+  EXPECT_TRUE(llvm::is_contained(args, "build-training"));
   auto dce = createPass("dce");
   ASSERT_TRUE(bool(dce));
   EXPECT_EQ((*dce)->getArgument(), "dce");
@@ -204,7 +205,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
-            "unknown pass 'nope' to print after; valid passes: dce");
+            "unknown pass 'nope' to print after; valid passes: build-training, dce");
 }
 
 TEST(PassManager, DumpComesBeforeTheVerifierFailure) {
