@@ -8,144 +8,37 @@
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
 #include "Kernels.h"
-#include "WindowGeometry.h"
+#include "PoolWindows.h"
 #include "llvm/ADT/Twine.h"
 #include <vector>
 
 namespace zinc::cpu {
 
-namespace {
-
-/// Per axis and output position, the kernel taps that read real input and,
-/// for count_include_pad, how many taps lie inside the padded input.
-struct AxisTaps {
-  std::vector<int64_t> first, last, padded;
-};
-
-/// A pooling problem over exactly three spatial axes.
-struct Pool3 {
-  int64_t planes = 0; // N * C
-  int64_t in[3], out[3], dil[3];
-  int64_t inPlane = 0, outPlane = 0;
-  AxisTaps taps[3];
-  /// Input position of tap 0 of each output position, per axis.
-  std::vector<int64_t> start[3];
-};
-
-} // namespace
-
 /// Below this many window reads a pool runs on one thread.
 static constexpr int64_t kParallelWork = 1 << 16;
-
-static Pool3 makePool3(const WindowGeometry &g, int64_t planes) {
-  Pool3 p;
-  p.planes = planes;
-  size_t lead = 3 - g.rank();
-  for (size_t a = 0; a < 3; ++a) {
-    bool dummy = a < lead;
-    size_t d = a - lead;
-    p.in[a] = dummy ? 1 : g.input[d];
-    p.out[a] = dummy ? 1 : g.output[d];
-    p.dil[a] = dummy ? 1 : g.dilations[d];
-    AxisTaps &t = p.taps[a];
-    for (int64_t o = 0; o < p.out[a]; ++o) {
-      if (dummy) {
-        t.first.push_back(0);
-        t.last.push_back(1);
-        t.padded.push_back(1);
-        p.start[a].push_back(0);
-        continue;
-      }
-      int64_t first, last;
-      g.validTaps(d, o, first, last);
-      int64_t s = g.start(d, o);
-      // Taps past the end pad exist only in ceil mode; they are not counted
-      // even with count_include_pad (as the spec's reference and PyTorch).
-      int64_t padded = std::min(
-          g.kernel[d], ceilDiv(g.input[d] + g.padEnd[d] - s, g.dilations[d]));
-      t.first.push_back(first);
-      t.last.push_back(last);
-      t.padded.push_back(padded);
-      p.start[a].push_back(s);
-    }
-  }
-  p.inPlane = p.in[0] * p.in[1] * p.in[2];
-  p.outPlane = p.out[0] * p.out[1] * p.out[2];
-  return p;
-}
-
-/// Checks X [N, C, spatial...] against Y [N, C, ...] and returns the
-/// spatial geometry; kernel_shape is required by every pool.
-static llvm::Expected<WindowGeometry>
-poolGeometry(const KernelCall &call, const TensorRef &x, const TensorRef &y,
-             bool ceilMode, bool allowDilations) {
-  llvm::StringRef op = call.opType;
-  if (x.rank() < 3)
-    return kernelError(op + ": input must have shape [N, C, spatial...], got " +
-                       formatShape(x.shape));
-  if (y.rank() != x.rank() || y.shape[0] != x.shape[0] ||
-      y.shape[1] != x.shape[1])
-    return kernelError(op + ": output shape " + formatShape(y.shape) +
-                       " does not match input shape " + formatShape(x.shape));
-  llvm::ArrayRef<int64_t> kernel = call.attrs.getInts("kernel_shape");
-  if (kernel.empty())
-    return kernelError(op + ": kernel_shape is required");
-  if (x.rank() - 2 > 3)
-    return kernelError("unsupported: " + op + " with more than 3 spatial axes");
-  auto g = resolveWindowGeometry(call.attrs, op,
-                                 llvm::ArrayRef<int64_t>(x.shape).drop_front(2),
-                                 llvm::ArrayRef<int64_t>(y.shape).drop_front(2),
-                                 kernel, ceilMode, allowDilations);
-  if (!g)
-    return g.takeError();
-  return g;
-}
 
 template <typename T>
 static void maxPool(const Pool3 &p, const T *x, T *y, int64_t *indices,
                     bool columnMajor) {
-  using C = ComputeT<T>;
   int64_t work = p.planes * p.outPlane;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (int64_t plane = 0; plane < p.planes; ++plane) {
-    const T *xp = x + plane * p.inPlane;
-    int64_t yo = plane * p.outPlane;
-    for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
-      for (int64_t o1 = 0; o1 < p.out[1]; ++o1)
-        for (int64_t o2 = 0; o2 < p.out[2]; ++o2, ++yo) {
-          C best{};
-          int64_t bi0 = -1, bi1 = 0, bi2 = 0;
-          for (int64_t j0 = p.taps[0].first[o0]; j0 < p.taps[0].last[o0];
-               ++j0) {
-            int64_t i0 = p.start[0][o0] + j0 * p.dil[0];
-            for (int64_t j1 = p.taps[1].first[o1]; j1 < p.taps[1].last[o1];
-                 ++j1) {
-              int64_t i1 = p.start[1][o1] + j1 * p.dil[1];
-              const T *row = xp + (i0 * p.in[1] + i1) * p.in[2];
-              for (int64_t j2 = p.taps[2].first[o2]; j2 < p.taps[2].last[o2];
-                   ++j2) {
-                int64_t i2 = p.start[2][o2] + j2 * p.dil[2];
-                C v = load(row[i2]);
-                // NaN wins, as in PyTorch: `v != v` is false for integers.
-                if (bi0 < 0 || v > best || v != v) {
-                  best = v;
-                  bi0 = i0;
-                  bi1 = i1;
-                  bi2 = i2;
-                }
-              }
-            }
-          }
-          y[yo] = store<T>(best);
-          if (indices) {
-            // The index counts from the start of the whole tensor; column
-            // major (storage_order 1) only reorders the spatial axes.
-            int64_t spatial =
-                columnMajor ? bi0 + bi1 * p.in[0] + bi2 * p.in[0] * p.in[1]
-                            : (bi0 * p.in[1] + bi1) * p.in[2] + bi2;
-            indices[yo] = plane * p.inPlane + spatial;
-          }
-        }
+    T *yp = y + plane * p.outPlane;
+    int64_t *ip = indices ? indices + plane * p.outPlane : nullptr;
+    forEachWindowMax(
+        p, x + plane * p.inPlane,
+        [&](int64_t o, auto best, int64_t i0, int64_t i1, int64_t i2) {
+          yp[o] = store<T>(best);
+          if (!ip)
+            return;
+          // The index counts from the start of the whole
+          // tensor; column major (storage_order 1) only
+          // reorders the spatial axes.
+          int64_t spatial = columnMajor
+                                ? i0 + i1 * p.in[0] + i2 * p.in[0] * p.in[1]
+                                : (i0 * p.in[1] + i1) * p.in[2] + i2;
+          ip[o] = plane * p.inPlane + spatial;
+        });
   }
 }
 
