@@ -1,12 +1,13 @@
 # zinc: two commands on a fresh Debian machine.
-#   make run   installs dependencies, builds, and runs the bundled example
+#   make run   installs dependencies, builds, and trains the bundled example
 #   make test  installs dependencies, builds, and runs every test
+#   make bench builds, then compares training steps/s with PyTorch (bench/README.md)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD)/.deps-installed
 RUN_DIR := $(BUILD)/run
 
-.PHONY: all deps build run test clean
+.PHONY: all deps build run test bench clean
 
 all: build
 
@@ -23,15 +24,19 @@ build: deps
 
 run: build
 	mkdir -p $(RUN_DIR)
-	$(BUILD)/tools/zinc-compile examples/gpt/gpt.onnx --mode=infer \
-	  -o $(RUN_DIR)/gpt.zplan --report=$(RUN_DIR)/report.json
-	$(BUILD)/tools/zinc-run $(RUN_DIR)/gpt.zplan --backend=cpu --steps=16 \
+	$(BUILD)/tools/zinc-compile examples/gpt/gpt.onnx --mode=train --optimizer=adamw \
+	  --lr=3e-3 -o $(RUN_DIR)/gpt.zplan --report=$(RUN_DIR)/report.json
+	$(BUILD)/tools/zinc-run $(RUN_DIR)/gpt.zplan --backend=cpu --steps=64 \
 	  --data=examples/gpt/data.safetensors --metrics=$(RUN_DIR)/metrics.jsonl \
-	  --save-outputs=$(RUN_DIR)/outputs.safetensors
-	@echo "zinc: plan, report and metrics are in $(RUN_DIR)/"
+	  --save-weights=$(RUN_DIR)/weights.safetensors
+	@echo "zinc: plan, report, metrics and trained weights are in $(RUN_DIR)/"
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Training steps/s of the bundled example, zinc vs PyTorch; JSON in bench/results/.
+bench: build
+	/usr/bin/python3 bench/train_gpt.py --build-dir $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,189 @@
+"""Models, data, ONNX export and PyTorch reference training for the e2e tests.
+
+Three models, each `forward(*inputs, targets) -> scalar loss`, exported with
+fixed shapes to ONNX with the graph output `loss`:
+  mlp  Linear/ReLU/Linear + cross-entropy
+  cnn  Conv2d 3x3 pad 1, ReLU, MaxPool2d, Conv2d, ReLU, AdaptiveAvgPool2d(1),
+       Linear + cross-entropy (no BatchNorm)
+  gpt  the bundled example's decoder (examples/gpt/export_gpt.py: LayerNorm,
+       causal softmax attention, GELU MLP, cross-entropy)
+
+Weights in the ONNX graph and in PyTorch correspond through the export:
+`initializer_map` pairs each initializer of the untrained model's export with
+the parameter it holds (or its transpose, which the exporter folds for Linear
+layers on rank-3 inputs) by value, and `weights_by_initializer` then gives
+PyTorch's weights under the names zinc's --save-weights uses. (The
+initializers of a re-export of the trained model, `onnx_initializers`, are the
+same arrays.)
+
+Everything is deterministic: fixed seeds, one thread.
+"""
+
+import io
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
+import export_gpt  # noqa: E402
+
+STEPS = 8
+
+
+class MLP(nn.Module):
+    IN, HIDDEN, CLASSES, BATCH = 32, 64, 10, 16
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(self.IN, self.HIDDEN)
+        self.fc2 = nn.Linear(self.HIDDEN, self.CLASSES)
+
+    def forward(self, x, targets):
+        return F.cross_entropy(self.fc2(F.relu(self.fc1(x))), targets)
+
+    @classmethod
+    def make_data(cls, rng):
+        x = rng.standard_normal((STEPS, cls.BATCH, cls.IN)).astype(np.float32)
+        # Labels a fixed random linear map of x decides, so there is something
+        # to learn.
+        w = rng.standard_normal((cls.IN, cls.CLASSES))
+        y = np.argmax(x @ w, axis=-1).astype(np.int64)
+        return {"x": x, "targets": y}
+
+
+class CNN(nn.Module):
+    CHANNELS, SIZE, C1, C2, CLASSES, BATCH = 3, 12, 8, 16, 10, 8
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(self.CHANNELS, self.C1, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(self.C1, self.C2, 3, padding=1)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(self.C2, self.CLASSES)
+
+    def forward(self, x, targets):
+        h = self.pool(F.relu(self.conv1(x)))
+        h = self.gap(F.relu(self.conv2(h))).flatten(1)
+        return F.cross_entropy(self.fc(h), targets)
+
+    @classmethod
+    def make_data(cls, rng):
+        x = rng.standard_normal(
+            (STEPS, cls.BATCH, cls.CHANNELS, cls.SIZE, cls.SIZE)).astype(np.float32)
+        y = rng.integers(0, cls.CLASSES, size=(STEPS, cls.BATCH)).astype(np.int64)
+        return {"x": x, "targets": y}
+
+
+class GPT(export_gpt.GPT):
+    """The bundled example's decoder (its sizes: batch 4, seq 32, vocab 64)."""
+
+    @classmethod
+    def make_data(cls, rng):
+        tokens, targets = export_gpt.make_data(seed=int(rng.integers(1 << 31)))
+        return {"tokens": tokens[:STEPS], "targets": targets[:STEPS]}
+
+
+MODELS = {"mlp": MLP, "cnn": CNN, "gpt": GPT}
+
+
+def build(name, seed=0):
+    """(model in eval mode, data {input name: [STEPS, ...] array}), seeded."""
+    torch.manual_seed(seed)
+    cls = MODELS[name]
+    model = cls().eval()
+    data = cls.make_data(np.random.default_rng(seed))
+    return model, data
+
+
+def step_inputs(data, step):
+    """The inputs of one step as tensors, in the graph's input order."""
+    return tuple(torch.from_numpy(np.ascontiguousarray(v[step])) for v in data.values())
+
+
+def export(model, data, opset, path_or_file):
+    """Export with fixed shapes (the shapes of one step of data), constant
+    folding, eval-mode training semantics; the graph output is `loss`."""
+    torch.onnx.export(model, step_inputs(data, 0), path_or_file,
+                      input_names=list(data), output_names=["loss"],
+                      opset_version=opset, do_constant_folding=True,
+                      training=torch.onnx.TrainingMode.EVAL)
+
+
+def onnx_initializers(model, data, opset):
+    """{ONNX initializer name: float array} of an export of `model`."""
+    import onnx
+    from onnx import numpy_helper
+    buf = io.BytesIO()
+    export(model, data, opset, buf)
+    m = onnx.load_from_string(buf.getvalue())
+    return {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+
+
+def make_optimizer(name, params, **kw):
+    """torch.optim with PyTorch defaults, overridden by kw (zinc's flag names)."""
+    if name == "adamw":
+        return torch.optim.AdamW(params, **kw)
+    if name == "adam":
+        return torch.optim.Adam(params, **kw)
+    if name == "sgd":
+        return torch.optim.SGD(params, **kw)
+    raise ValueError(name)
+
+
+def train_reference(model, data, optimizer="adamw", **kw):
+    """Trains `model` in place for STEPS steps (step i feeds slice i); returns
+    the loss of each step, measured before its update."""
+    opt = make_optimizer(optimizer, model.parameters(), **kw)
+    losses = []
+    for i in range(STEPS):
+        opt.zero_grad()
+        loss = model(*step_inputs(data, i))
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return losses
+
+
+def initializer_map(model, inits):
+    """{ONNX initializer name: (PyTorch parameter name, transposed)}.
+
+    Found by value in an export of the untrained model: each float initializer
+    must equal exactly one parameter or its transpose (the exporter folds the
+    transpose of a Linear weight applied to a rank-3 input), and each
+    parameter must back exactly one initializer. Anything else (equal
+    initializers merged by the exporter, a constant folded into a weight) is
+    an error: zinc and PyTorch would train different things."""
+    params = {n: p.detach().numpy() for n, p in model.named_parameters()}
+    out = {}
+    for name, value in inits.items():
+        if value.dtype.kind != "f":
+            continue
+        hits = []
+        for pn, p in params.items():
+            if p.shape == value.shape and np.array_equal(p, value):
+                hits.append((pn, False))
+            elif p.ndim == 2 and p.T.shape == value.shape and np.array_equal(p.T, value):
+                hits.append((pn, True))
+        if len(hits) != 1:
+            raise AssertionError("initializer %r matches parameters %r, want exactly one"
+                                 % (name, hits))
+        out[name] = hits[0]
+    backed = sorted(pn for pn, _ in out.values())
+    if backed != sorted(params):
+        raise AssertionError("parameters and initializers do not pair up: %r vs %r"
+                             % (backed, sorted(params)))
+    return out
+
+
+def weights_by_initializer(model, imap):
+    """The model's current parameters keyed by ONNX initializer name."""
+    params = {n: p.detach().numpy() for n, p in model.named_parameters()}
+    return {name: np.ascontiguousarray(params[pn].T if t else params[pn])
+            for name, (pn, t) in imap.items()}
