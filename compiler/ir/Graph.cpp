@@ -18,6 +18,42 @@ llvm::StringRef roleName(ValueRole r) {
   return "?";
 }
 
+llvm::StringRef tierName(Tier t) {
+  switch (t) {
+  case Tier::Gpu: return "gpu";
+  case Tier::Cpu: return "cpu";
+  case Tier::Nvme: return "nvme";
+  }
+  return "?";
+}
+
+llvm::Optional<Tier> parseTierName(llvm::StringRef name) {
+  for (Tier t : {Tier::Gpu, Tier::Cpu, Tier::Nvme})
+    if (tierName(t) == name)
+      return t;
+  return llvm::None;
+}
+
+llvm::StringRef streamName(Stream s) {
+  switch (s) {
+  case Stream::Compute: return "compute";
+  case Stream::H2D: return "h2d";
+  case Stream::D2H: return "d2h";
+  case Stream::Nvme: return "nvme";
+  case Stream::Collective: return "collective";
+  case Stream::Host: return "host";
+  }
+  return "?";
+}
+
+llvm::Optional<Stream> parseStreamName(llvm::StringRef name) {
+  for (Stream s : {Stream::Compute, Stream::H2D, Stream::D2H, Stream::Nvme,
+                   Stream::Collective, Stream::Host})
+    if (streamName(s) == name)
+      return s;
+  return llvm::None;
+}
+
 std::string Node::describe() const {
   return "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") +
          opType + ")";

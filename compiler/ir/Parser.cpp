@@ -238,7 +238,18 @@ llvm::Expected<Value *> Parser::defineValue(ValueRole role) {
   llvm::SmallVector<int64_t, 4> shape;
   if (auto err = parseType(dtype, shape))
     return err;
-  return g->addValue(nameTok.text, dtype, shape, role);
+  Tier tier = Tier::Gpu;
+  if (tok.isWord("in")) {
+    consume();
+    auto t = tok.is(TokenKind::Word) ? parseTierName(tok.text) : llvm::None;
+    if (!t)
+      return error("expected a tier (gpu, cpu or nvme), found " + describe(tok));
+    tier = *t;
+    consume();
+  }
+  Value *v = g->addValue(nameTok.text, dtype, shape, role);
+  v->tier = tier;
+  return v;
 }
 
 llvm::Error Parser::parseInit(InitializerRef &init) {
@@ -388,6 +399,16 @@ llvm::Error Parser::parseNode() {
       return n.takeError();
     name = *n;
   }
+  Stream stream = Stream::Compute;
+  if (tok.isWord("on")) {
+    consume();
+    auto s = tok.is(TokenKind::Word) ? parseStreamName(tok.text) : llvm::None;
+    if (!s)
+      return error("expected a stream (compute, h2d, d2h, nvme, collective or "
+                   "host), found " + describe(tok));
+    stream = *s;
+    consume();
+  }
   AttributeList attrs;
   if (tok.is(TokenKind::LBrace))
     if (auto err = parseAttributes(attrs))
@@ -395,6 +416,7 @@ llvm::Error Parser::parseNode() {
 
   Node *n =
       g->addNode(opType, name, operands, results, std::move(attrs), domain);
+  n->stream = stream;
   for (PendingUse &u : uses) {
     u.node = n;
     pendingUses.push_back(std::move(u));

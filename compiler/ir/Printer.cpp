@@ -221,12 +221,19 @@ static void printInit(const InitializerRef &init, llvm::raw_ostream &os) {
     os << " length " << init.length;
 }
 
+/// " in cpu" / " in nvme"; GPU, the default, prints nothing.
+static void printTier(const Value &v, llvm::raw_ostream &os) {
+  if (v.tier != Tier::Gpu)
+    os << " in " << tierName(v.tier);
+}
+
 static void printDecl(llvm::StringRef keyword, const Value &v,
                       llvm::raw_ostream &os) {
   os << "  " << keyword << ' ';
   printValueName(v.name, os);
   os << " : ";
   printType(v.dtype, v.shape, os);
+  printTier(v, os);
   if (v.init)
     printInit(*v.init, os);
   os << '\n';
@@ -247,6 +254,7 @@ static void printNode(const Node &n, llvm::raw_ostream &os) {
       if (v) {
         os << " : ";
         printType(v->dtype, v->shape, os);
+        printTier(*v, os);
       }
     });
     os << " = ";
@@ -271,6 +279,8 @@ static void printNode(const Node &n, llvm::raw_ostream &os) {
     os << " name ";
     text::printQuoted(n.name, os);
   }
+  if (n.stream != Stream::Compute)
+    os << " on " << streamName(n.stream);
   if (!n.attrs.empty()) {
     os << " {";
     llvm::interleaveComma(n.attrs.all(), os, [&](const Attribute &a) {

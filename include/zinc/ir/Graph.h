@@ -36,6 +36,17 @@ enum class ValueRole {
 };
 llvm::StringRef roleName(ValueRole r);
 
+/// The memory a value lives in (its home, for persistent values).
+enum class Tier { Gpu, Cpu, Nvme };
+llvm::StringRef tierName(Tier t);
+llvm::Optional<Tier> parseTierName(llvm::StringRef name);
+
+/// The queue a node runs on. Compute is the GPU's kernels; Host runs on the
+/// CPU (optimizer updates of offloaded states); the others move bytes.
+enum class Stream { Compute, H2D, D2H, Nvme, Collective, Host };
+llvm::StringRef streamName(Stream s);
+llvm::Optional<Stream> parseStreamName(llvm::StringRef name);
+
 /// Where an initializer's bytes live. The compiler never reads them.
 struct InitializerRef {
   /// The ONNX initializer's name.
@@ -65,6 +76,8 @@ struct Value {
   llvm::Optional<InitializerRef> init;
   /// The node that produces it; null for inputs and initializers.
   Node *def = nullptr;
+  /// Set by the place and insert-transfers passes; GPU until then.
+  Tier tier = Tier::Gpu;
 
   int64_t numElements() const { return zinc::numElements(shape); }
   uint64_t byteSize() const { return numElements() * dtypeSize(dtype); }
@@ -82,6 +95,8 @@ struct Node {
   /// null where an optional output is not requested.
   llvm::SmallVector<Value *, 2> outputs;
   AttributeList attrs;
+  /// Set by insert-transfers; compute until then.
+  Stream stream = Stream::Compute;
 
   /// "node 'MatMul_3' (MatMul)", for diagnostics.
   std::string describe() const;
