@@ -40,3 +40,10 @@ bench: build
 
 clean:
 	rm -rf $(BUILD)
+
+# Sequential NVMe-tier GB/s, zinc vs fio with the same block size and queue depth
+# (bench/README.md); JSON in bench/results/. NVME_DIR must not be tmpfs.
+NVME_DIR ?= /var/tmp/zinc-bench-nvme
+.PHONY: bench-nvme
+bench-nvme: build
+	/usr/bin/python3 bench/nvme_io.py --build-dir $(BUILD) --dir $(NVME_DIR)

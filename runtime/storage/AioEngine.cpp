@@ -1,0 +1,268 @@
+//===- AioEngine.cpp - Deep queues of O_DIRECT blocks through libaio ------===//
+//
+// One thread owns the io_context: it turns queued requests into block-sized
+// iocbs, keeps up to queue depth of them in flight, and reaps completions with
+// io_getevents. Only this thread touches the slots, so no lock guards them;
+// callers only meet it through IoEngine's queue and the handles.
+//
+//===----------------------------------------------------------------------===//
+#include "IoEngine.h"
+#include "zinc/support/Error.h"
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <libaio.h>
+#include <unordered_map>
+#include <vector>
+
+namespace zinc::storage::detail {
+
+namespace {
+
+/// One block in flight (or prepared and waiting for io_submit).
+struct Slot {
+  iocb cb;
+  IoOp *op = nullptr;
+  uint64_t offset = 0;
+  uint8_t *ptr = nullptr;
+  uint64_t len = 0;
+};
+
+/// io_submit refusing with EAGAIN while nothing is in flight means the kernel
+/// is short of aio resources for reasons outside this tier; retry for about
+/// a second before failing the block.
+constexpr unsigned kMaxSubmitRetries = 10000;
+constexpr std::chrono::microseconds kSubmitRetryPause(100);
+
+class AioEngine : public IoEngine {
+public:
+  AioEngine(EngineConfig cfg, io_context_t ctx)
+      : IoEngine(std::move(cfg)), ctx(ctx), slots(config.queueDepth),
+        events(config.queueDepth) {
+    for (Slot &slot : slots)
+      freeSlots.push_back(&slot);
+    start();
+  }
+  ~AioEngine() override {
+    stop();
+    io_destroy(ctx);
+  }
+
+private:
+  void run() override;
+  void adopt(std::unique_ptr<IoOp> op);
+  void fill();
+  void submitBacklog();
+  void reap();
+  void prepare(Slot &slot);
+  void failBlock(Slot &slot, llvm::StringRef call, int errnum);
+  void release(Slot &slot);
+  void maybeFinish(IoOp *op);
+
+  io_context_t ctx;
+  std::vector<Slot> slots;
+  std::vector<io_event> events;
+  std::vector<Slot *> freeSlots;
+  /// Ops taken from the queue and not yet finished.
+  std::unordered_map<IoOp *, std::unique_ptr<IoOp>> live;
+  /// Ops with blocks still to issue, oldest first, so requests are served in
+  /// submission order and a large one cannot starve the ones behind it for
+  /// longer than its own transfer.
+  std::deque<IoOp *> pending;
+  /// Prepared iocbs io_submit has not accepted yet.
+  std::vector<iocb *> backlog;
+  unsigned inflight = 0;
+  /// Set when io_getevents itself fails: the context can no longer be
+  /// trusted, so every later request fails with this message.
+  std::string broken;
+};
+
+void AioEngine::run() {
+  for (;;) {
+    bool idle = inflight == 0 && backlog.empty() && pending.empty();
+    std::unique_ptr<IoOp> op = takeOp(/*block=*/idle);
+    if (!op && idle)
+      return; // stopping, and everything has completed
+    for (; op; op = takeOp(/*block=*/false))
+      adopt(std::move(op));
+    fill();
+    submitBacklog();
+    if (inflight > 0)
+      reap();
+  }
+}
+
+void AioEngine::adopt(std::unique_ptr<IoOp> op) {
+  IoOp *raw = op.get();
+  if (!broken.empty())
+    raw->error = broken;
+  raw->inPending = true;
+  pending.push_back(raw);
+  live.emplace(raw, std::move(op));
+}
+
+void AioEngine::fill() {
+  while (!pending.empty()) {
+    IoOp *op = pending.front();
+    if (!op->error.empty() || op->issued == op->span) {
+      pending.pop_front();
+      op->inPending = false;
+      maybeFinish(op);
+      continue;
+    }
+    if (freeSlots.empty())
+      return;
+    Slot *slot = freeSlots.back();
+    freeSlots.pop_back();
+    uint64_t len = std::min(config.blockBytes, op->span - op->issued);
+    slot->op = op;
+    slot->offset = op->request.tierOffset + op->issued;
+    slot->ptr = static_cast<uint8_t *>(op->request.host) + op->issued;
+    slot->len = len;
+    prepare(*slot);
+    backlog.push_back(&slot->cb);
+    op->issued += len;
+    ++op->outstanding;
+  }
+}
+
+void AioEngine::prepare(Slot &slot) {
+  if (slot.op->request.kind == IoKind::Read)
+    io_prep_pread(&slot.cb, config.fd, slot.ptr, slot.len, slot.offset);
+  else
+    io_prep_pwrite(&slot.cb, config.fd, slot.ptr, slot.len, slot.offset);
+  slot.cb.data = &slot;
+}
+
+void AioEngine::submitBacklog() {
+  size_t done = 0;
+  unsigned retries = 0;
+  while (done < backlog.size()) {
+    // libaio returns -errno rather than setting errno.
+    int n = io_submit(ctx, static_cast<long>(backlog.size() - done),
+                      backlog.data() + done);
+    if (n > 0) {
+      done += n;
+      inflight += n;
+      retries = 0;
+      continue;
+    }
+    if (n == -EINTR)
+      continue;
+    if (n == -EAGAIN || n == 0) {
+      // Completions free the kernel's resources: reap, then try again.
+      if (inflight > 0)
+        break;
+      if (++retries <= kMaxSubmitRetries) {
+        std::this_thread::sleep_for(kSubmitRetryPause);
+        continue;
+      }
+      n = -EAGAIN;
+    }
+    // The first iocb was refused; fail its request and go on with the rest.
+    failBlock(*static_cast<Slot *>(backlog[done]->data), "io_submit", -n);
+    ++done;
+    retries = 0;
+  }
+  backlog.erase(backlog.begin(), backlog.begin() + done);
+}
+
+void AioEngine::reap() {
+  int n = io_getevents(ctx, 1, static_cast<long>(events.size()), events.data(),
+                       nullptr);
+  if (n == -EINTR)
+    return;
+  if (n < 0) {
+    broken = config.path + ": io_getevents: " + std::strerror(-n);
+    inflight = 0;
+    backlog.clear();
+    for (Slot &slot : slots)
+      if (slot.op) {
+        if (slot.op->error.empty())
+          slot.op->error = broken;
+        release(slot);
+      }
+    for (IoOp *op : pending)
+      if (op->error.empty())
+        op->error = broken;
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    Slot &slot = *static_cast<Slot *>(events[i].data);
+    --inflight;
+    // res is the byte count, or -errno in an unsigned field.
+    long res = static_cast<long>(events[i].res);
+    if (res < 0) {
+      failBlock(slot, "io_getevents", static_cast<int>(-res));
+      continue;
+    }
+    uint64_t got = static_cast<uint64_t>(res);
+    if (got >= slot.len) {
+      release(slot);
+      continue;
+    }
+    // A short transfer: the rest is issued again unless O_DIRECT could not
+    // take it (an unaligned remainder) or nothing moved at all.
+    if (got == 0 || !isIoAligned(got)) {
+      IoOp &op = *slot.op;
+      if (op.error.empty())
+        op.error = (config.path + ": " +
+                    (op.request.kind == IoKind::Read ? "read" : "write") +
+                    " at offset " + llvm::Twine(slot.offset) +
+                    ": io_getevents: short transfer of " + llvm::Twine(got) +
+                    " of " + llvm::Twine(slot.len) + " bytes")
+                       .str();
+      release(slot);
+      continue;
+    }
+    slot.offset += got;
+    slot.ptr += got;
+    slot.len -= got;
+    prepare(slot);
+    backlog.push_back(&slot.cb);
+  }
+}
+
+void AioEngine::failBlock(Slot &slot, llvm::StringRef call, int errnum) {
+  IoOp &op = *slot.op;
+  if (op.error.empty())
+    op.error = ioErrorMessage(config.path, op.request.kind, slot.offset,
+                              slot.len, call, errnum);
+  release(slot);
+}
+
+void AioEngine::release(Slot &slot) {
+  IoOp *op = slot.op;
+  slot.op = nullptr;
+  freeSlots.push_back(&slot);
+  --op->outstanding;
+  maybeFinish(op);
+}
+
+void AioEngine::maybeFinish(IoOp *op) {
+  if (op->inPending || op->outstanding > 0)
+    return;
+  auto it = live.find(op);
+  std::unique_ptr<IoOp> owned = std::move(it->second);
+  live.erase(it);
+  finish(std::move(owned));
+}
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<IoEngine>> createAioEngine(EngineConfig config) {
+  io_context_t ctx = nullptr;
+  int err = io_setup(static_cast<int>(config.queueDepth), &ctx);
+  if (err < 0) {
+    std::string hint =
+        err == -EAGAIN ? " (the system-wide limit /proc/sys/fs/aio-max-nr is "
+                         "reached; lower the queue depth or raise the limit)"
+                       : "";
+    return makeError(config.path + ": io_setup(" +
+                     llvm::Twine(config.queueDepth) +
+                     "): " + std::strerror(-err) + hint);
+  }
+  return std::make_unique<AioEngine>(std::move(config), ctx);
+}
+
+} // namespace zinc::storage::detail

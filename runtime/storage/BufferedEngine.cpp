@@ -1,0 +1,43 @@
+//===- BufferedEngine.cpp - pread/pwrite where O_DIRECT is refused --------===//
+//
+// Buffered I/O goes through the page cache, which already overlaps and merges
+// requests, so one thread issuing block-sized pread/pwrite calls in order is
+// enough; libaio would block in io_submit on a buffered descriptor anyway.
+//
+//===----------------------------------------------------------------------===//
+#include "IoEngine.h"
+
+namespace zinc::storage::detail {
+
+namespace {
+
+class BufferedEngine : public IoEngine {
+public:
+  explicit BufferedEngine(EngineConfig config) : IoEngine(std::move(config)) {
+    start();
+  }
+  ~BufferedEngine() override { stop(); }
+
+private:
+  void run() override {
+    while (std::unique_ptr<IoOp> op = takeOp(/*block=*/true)) {
+      auto *host = static_cast<uint8_t *>(op->request.host);
+      while (op->issued < op->span && op->error.empty()) {
+        uint64_t len = std::min(config.blockBytes, op->span - op->issued);
+        op->error = syncTransfer(config.fd, config.path, op->request.kind,
+                                 op->request.tierOffset + op->issued,
+                                 host + op->issued, len);
+        op->issued += len;
+      }
+      finish(std::move(op));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<IoEngine> createBufferedEngine(EngineConfig config) {
+  return std::make_unique<BufferedEngine>(std::move(config));
+}
+
+} // namespace zinc::storage::detail

@@ -1,0 +1,136 @@
+//===- NvmeTier.cpp - The NVMe tier: creation, request checks, handles ----===//
+#include "zinc/runtime/storage/NvmeTier.h"
+#include "IoEngine.h"
+#include "TierFile.h"
+#include "zinc/support/Error.h"
+
+namespace zinc::storage {
+
+using detail::IoState;
+
+llvm::Error IoHandle::wait() const {
+  if (!state)
+    return llvm::Error::success();
+  std::unique_lock<std::mutex> lock(state->mutex);
+  state->cv.wait(lock, [&] { return state->done; });
+  if (state->error.empty())
+    return llvm::Error::success();
+  return makeError(state->error);
+}
+
+bool IoHandle::isDone() const {
+  if (!state)
+    return true;
+  std::lock_guard<std::mutex> lock(state->mutex);
+  return state->done;
+}
+
+llvm::Expected<std::unique_ptr<NvmeTier>>
+NvmeTier::create(const NvmeTierOptions &options) {
+  if (options.capacityBytes == 0)
+    return makeError("nvme tier: the capacity must be positive");
+  if (options.blockBytes == 0 || !isIoAligned(options.blockBytes))
+    return makeError(
+        "nvme tier: the block size (" + llvm::Twine(options.blockBytes) +
+        " bytes) must be a positive multiple of " + llvm::Twine(kIoAlignment));
+  if (options.queueDepth == 0 || options.queueDepth > 65536)
+    return makeError("nvme tier: the queue depth (" +
+                     llvm::Twine(options.queueDepth) +
+                     ") must be between 1 and 65536");
+
+  std::unique_ptr<NvmeTier> tier(new NvmeTier());
+  tier->options = options;
+  tier->capacityBytes = alignUpToIo(options.capacityBytes);
+  auto file = detail::createTierFile(options.dir, tier->capacityBytes,
+                                     options.forceBuffered, options.warn);
+  if (!file)
+    return file.takeError();
+
+  detail::EngineConfig config;
+  config.fd = file->fd;
+  config.path = file->path;
+  config.blockBytes = options.blockBytes;
+  config.queueDepth = options.queueDepth;
+  config.validate = options.validate;
+  config.afterWriteHook = options.afterWriteHook;
+  if (file->direct) {
+    auto engine = detail::createAioEngine(std::move(config));
+    if (!engine) {
+      detail::closeTierFile(*file, /*keep=*/false);
+      return engine.takeError();
+    }
+    tier->engine = std::move(*engine);
+  } else {
+    tier->engine = detail::createBufferedEngine(std::move(config));
+  }
+  tier->fd = file->fd;
+  tier->filePath = file->path;
+  tier->direct = file->direct;
+  return tier;
+}
+
+NvmeTier::~NvmeTier() {
+  // The engine drains its queue before its thread stops, so every buffer a
+  // caller handed us has been released before the file goes.
+  engine.reset();
+  detail::TierFile file{fd, filePath, direct};
+  detail::closeTierFile(file, options.keepFile);
+}
+
+llvm::Error NvmeTier::checkRequest(const IoRequest &request) const {
+  const char *what = request.kind == IoKind::Read ? "read" : "write";
+  auto refuse = [&](const llvm::Twine &why) {
+    return makeError("nvme tier: " + filePath + ": " + what + " of " +
+                     llvm::Twine(request.bytes) + " bytes at offset " +
+                     llvm::Twine(request.tierOffset) + " refused: " + why);
+  };
+  if (request.bytes == 0)
+    return refuse("it is empty");
+  if (!request.host)
+    return refuse("the host buffer is null");
+  if (!isIoAligned(request.tierOffset))
+    return refuse("the tier offset is not a multiple of " +
+                  llvm::Twine(kIoAlignment));
+  if (!isIoAligned(request.host))
+    return refuse("the host buffer is not " + llvm::Twine(kIoAlignment) +
+                  "-byte aligned (allocate it with AlignedBuffer)");
+  uint64_t span = alignUpToIo(request.bytes);
+  if (request.tierOffset > capacityBytes ||
+      span > capacityBytes - request.tierOffset)
+    return refuse("it ends at " + llvm::Twine(request.tierOffset + span) +
+                  " (rounded up to whole sectors), past the tier's " +
+                  llvm::Twine(capacityBytes) + " bytes");
+  return llvm::Error::success();
+}
+
+llvm::Expected<IoHandle> NvmeTier::submit(const IoRequest &request) {
+  if (llvm::Error err = checkRequest(request))
+    return err;
+  auto op = std::make_unique<detail::IoOp>();
+  op->request = request;
+  op->span = alignUpToIo(request.bytes);
+  op->state = std::make_shared<IoState>();
+  IoHandle handle(op->state);
+  engine->enqueue(std::move(op));
+  return handle;
+}
+
+llvm::Expected<IoHandle> NvmeTier::read(uint64_t tierOffset, void *dst,
+                                        uint64_t bytes) {
+  return submit({IoKind::Read, tierOffset, dst, bytes});
+}
+
+llvm::Expected<IoHandle> NvmeTier::write(uint64_t tierOffset, const void *src,
+                                         uint64_t bytes) {
+  // The engine never writes through the pointer of a write request.
+  return submit({IoKind::Write, tierOffset, const_cast<void *>(src), bytes});
+}
+
+llvm::Error NvmeTier::transfer(const IoRequest &request) {
+  auto handle = submit(request);
+  if (!handle)
+    return handle.takeError();
+  return handle->wait();
+}
+
+} // namespace zinc::storage
