@@ -1,5 +1,6 @@
 //===- zinc-dump.cpp - Shows what a plan does -----------------------------===//
 #include "zinc/plan/PlanDump.h"
+#include "zinc/plan/PlanVerifier.h"
 #include "zinc/support/Error.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -12,6 +13,10 @@ static cl::opt<std::string> planPath(cl::Positional, cl::Required, cl::desc("PLA
                                      cl::cat(dumpCategory));
 static cl::opt<std::string> outputFormat("format", cl::desc("text (default) or json"),
                                    cl::init("text"), cl::cat(dumpCategory));
+static cl::opt<bool> verify("verify",
+                            cl::desc("check the plan's memory and synchronisation "
+                                     "(residency, overlap, events) instead of showing it"),
+                            cl::cat(dumpCategory));
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
@@ -28,6 +33,14 @@ int main(int argc, char **argv) {
   if (!plan) {
     zinc::printError("zinc-dump", plan.takeError());
     return 1;
+  }
+  if (verify) {
+    if (llvm::Error err = zinc::plan::verifyPlan(*plan)) {
+      zinc::printError("zinc-dump", std::move(err));
+      return 1;
+    }
+    outs() << "plan verified\n";
+    return 0;
   }
   if (outputFormat == "json")
     outs() << llvm::formatv("{0:2}", zinc::plan::planToJson(*plan)) << "\n";

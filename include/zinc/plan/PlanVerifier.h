@@ -1,0 +1,39 @@
+//===- PlanVerifier.h - The independent checker of a plan -----------------===//
+//
+// The compiler's passes decide tiers, offsets, streams and events; this
+// checks their result as plain data, sharing no code with them, against the
+// execution contract in Plan.proto. Each invariant is a separate check in
+// PlanVerifier.cpp, run in order (later checks assume what earlier ones
+// established), and the first violation is returned.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZINC_PLAN_PLANVERIFIER_H
+#define ZINC_PLAN_PLANVERIFIER_H
+
+#include "Plan.pb.h"
+#include "llvm/Support/Error.h"
+
+namespace zinc::plan {
+
+/// Checks, in order:
+///  1. well-formedness: dense tensor ids, operand ids in range, known dtypes,
+///     size_bytes = elements * dtype size, a TierInfo for every tier used,
+///     every event id < num_events and signalled by exactly one instruction;
+///  2. residency: compute and collective operands in the GPU tier, host
+///     operands in the CPU tier, h2d/d2h/nvme instructions are zinc.Copy or
+///     zinc.CopyInto between the tiers of their stream, of equal sizes;
+///  3. placement: every tensor's [offset, offset + extent) inside
+///     [0, peak] of its tier, offsets aligned, peak <= capacity;
+///  4. no overlap in time and space: tensors of one tier whose live
+///     intervals (plan order; persistent tensors the whole step) intersect
+///     occupy disjoint extents;
+///  5. event order: every event waited on is signalled by an earlier
+///     instruction on another stream;
+///  6. happens-before: conflicting accesses (same tier, overlapping bytes,
+///     one a write) by different streams are ordered by events.
+/// Errors read "plan verifier: <what>", naming instructions and tensors.
+llvm::Error verifyPlan(const Plan &plan);
+
+} // namespace zinc::plan
+
+#endif
