@@ -2,12 +2,14 @@
 #   make run   installs dependencies, builds, and trains the bundled example
 #   make test  installs dependencies, builds, and runs every test
 #   make bench builds, then compares training steps/s with PyTorch (bench/README.md)
+#   make bench-adam builds, then compares CPU AdamW params/s with PyTorch and a triad
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD)/.deps-installed
 RUN_DIR := $(BUILD)/run
 
 .PHONY: all deps build run test bench clean
+.PHONY: bench-adam
 
 all: build
 
@@ -37,6 +39,10 @@ test: build
 # Training steps/s of the bundled example, zinc vs PyTorch; JSON in bench/results/.
 bench: build
 	/usr/bin/python3 bench/train_gpt.py --build-dir $(BUILD)
+
+# CPU AdamW params/s vs torch.optim.Adam(foreach=True) and a STREAM triad; JSON in bench/results/.
+bench-adam: build
+	/usr/bin/python3 bench/cpu_adam.py --build-dir $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

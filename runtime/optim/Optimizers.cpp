@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cpu/Kernel.h"
+#include "zinc/runtime/optim/CpuAdam.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
 #include <cmath>
@@ -113,56 +114,39 @@ static inline void storeCopy(TensorRef *copy, int64_t i, float p) {
       copy->dtype == DType::F16 ? floatToHalf(p) : floatToBf16(p);
 }
 
+static optim::FloatFormat floatFormat(DType dtype) {
+  return dtype == DType::F16    ? optim::FloatFormat::F16
+         : dtype == DType::BF16 ? optim::FloatFormat::BF16
+                                : optim::FloatFormat::F32;
+}
+
+/// The update itself is optim::cpuAdam (CpuAdam.cpp): the vector kernel of
+/// the widest ISA the CPU has, with the same float operations in the same
+/// order as this file's loops, so results do not depend on the ISA.
 static llvm::Error adam(const KernelCall &call, bool decoupled) {
   auto extras = checkOperands(call, 2);
   if (!extras)
     return extras.takeError();
   if (extras->skip())
     return llvm::Error::success();
-  float *param = call.inputs[0]->as<float>();
-  float *expAvg = call.inputs[2]->as<float>();
-  float *expAvgSq = call.inputs[3]->as<float>();
-  TensorRef *copy = extras->copy;
-  int64_t n = call.inputs[0]->numElements();
   double lr = call.attrs.getFloat("lr", 1e-3);
   double beta1 = call.attrs.getFloat("beta1", 0.9);
   double beta2 = call.attrs.getFloat("beta2", 0.999);
   double eps = call.attrs.getFloat("eps", 1e-8);
   double wd = call.attrs.getFloat("weight_decay", decoupled ? 1e-2 : 0.0);
-  int64_t step = extras->step(call);
-  double bias1 = 1 - std::pow(beta1, static_cast<double>(step));
-  double bias2 = 1 - std::pow(beta2, static_cast<double>(step));
-  const float decay = static_cast<float>(1 - lr * wd);
-  const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
-  const float oneMinusB1 = static_cast<float>(1 - beta1);
-  const float oneMinusB2 = static_cast<float>(1 - beta2);
-  const float stepSize = static_cast<float>(lr / bias1);
-  const float bias2Sqrt = static_cast<float>(std::sqrt(bias2));
-  const float epsF = static_cast<float>(eps);
-  const float wdF = static_cast<float>(wd);
-  const bool unscale = extras->scale != nullptr;
-  const float inv = extras->invScale();
-  withGradReader(*call.inputs[1], [&](auto readGrad) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-      float g = readGrad(i);
-      if (unscale)
-        g *= inv;
-      float p = param[i];
-      if (decoupled)
-        p *= decay;
-      else if (wdF != 0)
-        g += p * wdF;
-      float m = expAvg[i] * b1 + g * oneMinusB1;
-      float v = expAvgSq[i] * b2 + g * g * oneMinusB2;
-      expAvg[i] = m;
-      expAvgSq[i] = v;
-      float denom = std::sqrt(v) / bias2Sqrt + epsF;
-      p = p - stepSize * (m / denom);
-      param[i] = p;
-      storeCopy(copy, i, p);
-    }
-  });
+  optim::AdamConstants constants = optim::makeAdamConstants(
+      decoupled, lr, beta1, beta2, eps, wd, extras->step(call), extras->scale);
+  optim::AdamBuffers buffers;
+  buffers.param = call.inputs[0]->as<float>();
+  buffers.grad = call.inputs[1]->data;
+  buffers.gradFormat = floatFormat(call.inputs[1]->dtype);
+  buffers.expAvg = call.inputs[2]->as<float>();
+  buffers.expAvgSq = call.inputs[3]->as<float>();
+  if (extras->copy) {
+    buffers.copy = extras->copy->as<uint16_t>();
+    buffers.copyFormat = floatFormat(extras->copy->dtype);
+  }
+  optim::cpuAdam(constants, buffers, call.inputs[0]->numElements());
   return llvm::Error::success();
 }
 

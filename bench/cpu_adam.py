@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""CPU Adam parameters/s: zinc's vectorised AdamW vs torch.optim.Adam(foreach=True)
+and vs the memory-bandwidth roofline (a STREAM-like triad measured by zinc-bench-adam).
+
+    /usr/bin/python3 bench/cpu_adam.py --build-dir build [--n 67108864] [--reps 7]
+        [--rounds 3] [--threads T] [--torch-optimizer adam|adamw] [--out FILE]
+
+Rounds alternate one zinc-bench-adam process (its own --reps repetitions of the
+triad and the update, interleaved) and --reps timed PyTorch steps, so a drifting
+machine load hits both; medians over all repetitions are reported. Threads:
+--threads, else OMP_NUM_THREADS, else the CPUs this process may use; zinc gets
+them as OMP_NUM_THREADS, PyTorch as torch.set_num_threads. See bench/README.md.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ISSUE_TARGET_VS_TORCH = 5.0
+ISSUE_TARGET_ROOFLINE = 0.7
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run_zinc(exe, n, reps, threads, isa):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "zinc.json")
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        subprocess.run([exe, "--n", str(n), "--reps", str(reps), "--isa", isa, "--json", out],
+                       env=env, check=True, stdout=sys.stderr)
+        with open(out) as f:
+            return json.load(f)
+
+
+class TorchAdam:
+    """torch.optim.Adam/AdamW(foreach=True) on one fp32 tensor of n parameters."""
+
+    def __init__(self, n, threads, which):
+        import torch
+        self.torch = torch
+        torch.set_num_threads(threads)
+        gen = torch.Generator().manual_seed(0)
+        self.param = torch.nn.Parameter(torch.rand(n, generator=gen) * 2 - 1)
+        self.param.grad = (torch.rand(n, generator=gen) - 0.5) * 0.02
+        cls = torch.optim.AdamW if which == "adamw" else torch.optim.Adam
+        kwargs = {"weight_decay": 1e-2} if which == "adamw" else {}
+        self.opt = cls([self.param], lr=1e-3, foreach=True, **kwargs)
+        for _ in range(2):  # warm-up: state allocation, first touch
+            self.opt.step()
+
+    def time_steps(self, reps):
+        seconds = []
+        with self.torch.no_grad():
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                self.opt.step()
+                seconds.append(time.perf_counter() - t0)
+        return seconds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build-dir", default="build")
+    ap.add_argument("--n", type=int, default=64 << 20, help="parameters (default 64M)")
+    ap.add_argument("--reps", type=int, default=7, help="timed repetitions per round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--isa", default="best", help="zinc's ISA: best, avx512, avx2, scalar")
+    ap.add_argument("--torch-optimizer", choices=["adam", "adamw"], default="adam",
+                    help="PyTorch's optimizer (zinc runs AdamW, weight decay 1e-2, either way)")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                  "results", "cpu_adam.json"))
+    args = ap.parse_args()
+
+    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", 0)) or \
+        len(os.sched_getaffinity(0))
+    exe = os.path.join(args.build_dir, "bench", "zinc-bench-adam")
+    if not os.path.exists(exe):
+        sys.exit(f"cpu_adam.py: {exe} not found; build the zinc-bench-adam target first")
+
+    torch_adam = TorchAdam(args.n, threads, args.torch_optimizer)
+    zinc_seconds, triad_seconds, torch_seconds, zinc_runs = [], [], [], []
+    isa = None
+    for r in range(args.rounds):
+        z = run_zinc(exe, args.n, args.reps, threads, args.isa)
+        isa = z["best_isa"]
+        zinc_runs.append(z)
+        zinc_seconds += z["adamw"][isa]["seconds"]
+        triad_seconds += z["triad"]["seconds"]
+        torch_seconds += torch_adam.time_steps(args.reps)
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+
+    n = args.n
+    bytes_per_param = zinc_runs[0]["bytes_per_param"]
+    zinc_pps = n / statistics.median(zinc_seconds)
+    torch_pps = n / statistics.median(torch_seconds)
+    triad_bps = 12.0 * n / statistics.median(triad_seconds)
+    roofline_pps = triad_bps / bytes_per_param
+    result = {
+        "n": n,
+        "threads": threads,
+        "zinc_isa": isa,
+        "zinc_optimizer": "AdamW (lr 1e-3, weight_decay 1e-2), fp32 grad, no copy",
+        "torch_optimizer": f"torch.optim.{'AdamW' if args.torch_optimizer == 'adamw' else 'Adam'}"
+                           f"(foreach=True), torch {torch_adam.torch.__version__}",
+        "zinc_params_per_s": zinc_pps,
+        "torch_params_per_s": torch_pps,
+        "ratio_vs_torch": zinc_pps / torch_pps,
+        "triad_bytes_per_s": triad_bps,
+        "triad_bytes_per_s_with_write_allocate": triad_bps * 16 / 12,
+        "bytes_per_param": bytes_per_param,
+        "roofline_params_per_s": roofline_pps,
+        "roofline_ratio": zinc_pps / roofline_pps,
+        "targets": {"ratio_vs_torch": ISSUE_TARGET_VS_TORCH,
+                    "roofline_ratio": ISSUE_TARGET_ROOFLINE},
+        "seconds": {"zinc": zinc_seconds, "torch": torch_seconds, "triad": triad_seconds},
+        "zinc_runs": zinc_runs,
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "commit": commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+
+    reps = args.rounds * args.reps
+    print(f"CPU Adam, {n} fp32 parameters, {threads} threads, {reps} repetitions (medians), "
+          f"{cpu_model()}, load average {os.getloadavg()[0]:.1f}")
+    print(f"| {'':32} | {'Mparams/s':>10} | {'GB/s':>7} |")
+    print(f"| {'zinc AdamW (' + isa + ')':32} | {zinc_pps / 1e6:10.1f} | "
+          f"{zinc_pps * bytes_per_param / 1e9:7.2f} |")
+    print(f"| {result['torch_optimizer'].split(',')[0]:32} | {torch_pps / 1e6:10.1f} | "
+          f"{torch_pps * bytes_per_param / 1e9:7.2f} |")
+    print(f"| {'roofline (triad / %d B)' % bytes_per_param:32} | {roofline_pps / 1e6:10.1f} | "
+          f"{triad_bps / 1e9:7.2f} |")
+    print(f"zinc / PyTorch: {result['ratio_vs_torch']:.2f}x (target >= {ISSUE_TARGET_VS_TORCH}x); "
+          f"zinc / roofline: {result['roofline_ratio']:.2f} (target >= {ISSUE_TARGET_ROOFLINE}); "
+          f"JSON: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
