@@ -1,10 +1,12 @@
 //===- zinc-compile.cpp - ONNX model to zinc plan -------------------------===//
 #include "zinc/frontend/OnnxImporter.h"
 #include "zinc/passes/CompileReport.h"
+#include "zinc/plan/PlanVerifier.h"
 #include "zinc/passes/EmitPlan.h"
 #include "zinc/passes/LossOutput.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PassManagerOptions.h"
+#include "zinc/passes/PlacementSearch.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Hardware.h"
 #include "zinc/support/Size.h"
@@ -60,6 +62,15 @@ static cl::opt<int64_t> lossScaleGrowthInterval(
     "loss-scale-growth-interval",
     cl::desc("Good steps before the dynamic scale doubles (default 2000)"), cl::init(2000),
     cl::cat(compileCategory));
+static cl::opt<std::string> offloadOptimizer(
+    "offload-optimizer", cl::desc("Home of optimizer states: auto (default), none, cpu or nvme"),
+    cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<std::string> offloadParams(
+    "offload-params", cl::desc("Home of parameters: auto (default), none, cpu or nvme"),
+    cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<unsigned> prefetchDistance(
+    "prefetch-distance", cl::desc("Compute nodes a prefetch is issued ahead of its use (default 2)"),
+    cl::init(2), cl::cat(compileCategory));
 static cl::list<std::string> dims("dim", cl::desc("Bind a symbolic dimension"),
                                   cl::value_desc("NAME=VALUE"), cl::cat(compileCategory));
 static cl::opt<std::string> hwName("hw", cl::desc("Hardware preset or FILE.json"),
@@ -88,6 +99,18 @@ static Expected<uint64_t> capacity(const std::string &flag, const std::string &v
   if (!size)
     return zinc::addContext(size.takeError(), "--" + flag);
   return *size;
+}
+
+static Expected<zinc::OffloadPolicy> parsePolicy(StringRef flag, StringRef value) {
+  if (value == "auto")
+    return zinc::OffloadPolicy::Auto;
+  if (value == "none")
+    return zinc::OffloadPolicy::None;
+  if (value == "cpu")
+    return zinc::OffloadPolicy::Cpu;
+  if (value == "nvme")
+    return zinc::OffloadPolicy::Nvme;
+  return zinc::makeError("--" + flag + " must be auto, none, cpu or nvme, not '" + value + "'");
 }
 
 static Error compile() {
@@ -181,11 +204,25 @@ static Error compile() {
   if (!graph)
     return graph.takeError();
 
+  auto optimizerPolicy = parsePolicy("offload-optimizer", offloadOptimizer);
+  if (!optimizerPolicy)
+    return optimizerPolicy.takeError();
+  auto paramsPolicy = parsePolicy("offload-params", offloadParams);
+  if (!paramsPolicy)
+    return paramsPolicy.takeError();
+
   zinc::passes::PassContext ctx;
   ctx.training = training;
+  ctx.memory.gpuCapacity = hw->gpuMem;
+  ctx.memory.cpuCapacity = hw->cpuMem;
+  ctx.memory.nvmeCapacity = hw->nvmeMem;
+  ctx.memory.prefetchDistance = prefetchDistance;
+  auto configure = [](zinc::passes::PassManager &pm) -> Error {
+    pm.setVerifyEach(verifyEach);
+    return zinc::passes::applyPassManagerCLOptions(pm);
+  };
   zinc::passes::PassManager pm(ctx);
-  pm.setVerifyEach(verifyEach);
-  if (auto err = zinc::passes::applyPassManagerCLOptions(pm))
+  if (auto err = configure(pm))
     return err;
   std::string pipeline = mode == "train" ? "dce,build-training" : "dce";
   if (training.precision != zinc::PrecisionKind::FP32)
@@ -195,6 +232,10 @@ static Error compile() {
   if (auto err = pm.parsePipeline(pipeline))
     return err;
   if (auto err = pm.run(**graph))
+    return zinc::addContext(std::move(err), modelPath);
+  auto note = [](const Twine &msg) { errs() << tool << ": note: " << msg << "\n"; };
+  if (auto err = zinc::placeAndAllocate(*graph, ctx, *optimizerPolicy, *paramsPolicy,
+                                        configure, note))
     return zinc::addContext(std::move(err), modelPath);
 
   // Inference needs no loss, but reports the one there is.
@@ -209,10 +250,16 @@ static Error compile() {
   emitOpts.mode = mode;
   emitOpts.hw = hw->name;
   emitOpts.gpuCapacity = hw->gpuMem;
+  emitOpts.cpuCapacity = hw->cpuMem;
+  emitOpts.nvmeCapacity = hw->nvmeMem;
   emitOpts.loss = *loss;
   auto plan = zinc::emitPlan(**graph, emitOpts);
   if (!plan)
     return zinc::addContext(plan.takeError(), modelPath);
+  // The independent check of memory and ordering: a plan zinc writes never
+  // touches a non-resident tensor or races between streams.
+  if (auto err = zinc::plan::verifyPlan(*plan))
+    return zinc::addContext(std::move(err), modelPath);
 
   if (!reportPath.empty()) {
     zinc::CompileConfig config;

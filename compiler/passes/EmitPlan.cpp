@@ -1,6 +1,8 @@
 //===- EmitPlan.cpp - Lowering a scheduled graph to the plan protobuf -----===//
 #include "zinc/passes/EmitPlan.h"
-#include "zinc/passes/ArenaLayout.h"
+#include "zinc/passes/OptimizerOps.h"
+#include "zinc/passes/TierLayout.h"
+#include "llvm/Support/MathExtras.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -50,39 +52,104 @@ static void emitAttribute(const Attribute &a, plan::Attribute &out) {
   }
 }
 
-/// Live interval of every value over the instruction indices. Values the
-/// step needs from start to end (inputs, initializers, outputs) span it all.
-static std::vector<BufferInterval> liveIntervals(const ir::Graph &g) {
-  int64_t last = std::max<int64_t>(0, static_cast<int64_t>(g.nodes().size()) - 1);
-  llvm::DenseMap<const ir::Value *, size_t> index;
-  std::vector<BufferInterval> intervals;
-  for (const auto &v : g.values()) {
-    index[v.get()] = intervals.size();
-    bool persistent = v->role != ir::ValueRole::Activation;
-    intervals.push_back({v->byteSize(), persistent ? 0 : last + 1,
-                         persistent ? last : -1});
+static plan::Tier toPlanTier(ir::Tier t) {
+  switch (t) {
+  case ir::Tier::Gpu: return plan::TIER_GPU;
+  case ir::Tier::Cpu: return plan::TIER_CPU;
+  case ir::Tier::Nvme: return plan::TIER_NVME;
   }
-  for (const ir::Value *out : g.outputs())
-    intervals[index[out]].end = last;
-  int64_t pos = 0;
-  for (const auto &n : g.nodes()) {
-    for (const ir::Value *out : n->outputs)
-      if (out) {
-        BufferInterval &iv = intervals[index[out]];
-        iv.begin = std::min(iv.begin, pos);
-        iv.end = std::max(iv.end, pos);
-      }
-    for (const ir::Value *in : n->inputs)
-      if (in) {
-        BufferInterval &iv = intervals[index[in]];
-        iv.end = std::max(iv.end, pos);
-      }
-    ++pos;
+  return plan::TIER_GPU;
+}
+
+static plan::Stream toPlanStream(ir::Stream s) {
+  switch (s) {
+  case ir::Stream::Compute: return plan::STREAM_COMPUTE;
+  case ir::Stream::H2D: return plan::STREAM_H2D;
+  case ir::Stream::D2H: return plan::STREAM_D2H;
+  case ir::Stream::Nvme: return plan::STREAM_NVME;
+  case ir::Stream::Collective: return plan::STREAM_COLLECTIVE;
+  case ir::Stream::Host: return plan::STREAM_HOST;
   }
-  for (BufferInterval &iv : intervals)
-    if (iv.begin > iv.end) // Defined by nobody and used by nobody.
-      iv.begin = iv.end = 0;
-  return intervals;
+  return plan::STREAM_COMPUTE;
+}
+
+namespace {
+/// Bytes one instruction touches in one tier.
+struct Access {
+  ir::Tier tier;
+  uint64_t begin, end;
+  bool write;
+};
+} // namespace
+
+/// Event edges: each instruction waits for the latest earlier instruction on
+/// every other stream whose bytes conflict with its own (overlapping, one of
+/// them writing: data dependences and the reuse of a buffer alike), unless
+/// its stream already waited on that one or a later one of that stream.
+static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
+                               plan::Plan &p) {
+  auto nodes = g.nodes();
+  std::vector<std::vector<Access>> accesses(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node &n = *nodes[i];
+    auto add = [&](const ir::Value *v, bool write) {
+      uint64_t off = layout.offsets.lookup(v);
+      uint64_t extent = llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1),
+                                      tierAlignment(v->tier));
+      accesses[i].push_back({v->tier, off, off + extent, write});
+    };
+    for (unsigned k = 0; k < n.inputs.size(); ++k)
+      if (n.inputs[k])
+        add(n.inputs[k], writesInput(n, k));
+    for (const ir::Value *out : n.outputs)
+      if (out)
+        add(out, true);
+  }
+  auto conflict = [&](size_t a, size_t b) {
+    for (const Access &x : accesses[a])
+      for (const Access &y : accesses[b])
+        if (x.tier == y.tier && (x.write || y.write) && x.begin < y.end &&
+            y.begin < x.end)
+          return true;
+    return false;
+  };
+  constexpr int kStreams = 6;
+  // waited[s][t]: the latest instruction of stream t that stream s is
+  // already ordered after.
+  std::vector<std::vector<int64_t>> waited(kStreams, std::vector<int64_t>(kStreams, -1));
+  std::vector<std::vector<size_t>> byStream(kStreams);
+  std::vector<int> eventOf(nodes.size(), -1);
+  // clock[i]: what instruction i is ordered after, per stream (a vector
+  // clock taken when it was issued).
+  std::vector<std::vector<int64_t>> clock(nodes.size());
+  unsigned numEvents = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    int s = static_cast<int>(nodes[i]->stream);
+    for (int t = 0; t < kStreams; ++t) {
+      if (t == s)
+        continue;
+      for (auto it = byStream[t].rbegin(); it != byStream[t].rend(); ++it) {
+        if (static_cast<int64_t>(*it) <= waited[s][t])
+          break;
+        if (!conflict(*it, i))
+          continue;
+        if (eventOf[*it] < 0) {
+          eventOf[*it] = numEvents++;
+          p.mutable_instructions(*it)->add_signal_events(eventOf[*it]);
+        }
+        p.mutable_instructions(i)->add_wait_events(eventOf[*it]);
+        // Everything that instruction was ordered after is ordered too.
+        for (int u = 0; u < kStreams; ++u)
+          waited[s][u] = std::max(waited[s][u], clock[*it][u]);
+        waited[s][t] = *it;
+        break;
+      }
+    }
+    waited[s][s] = i;
+    clock[i] = waited[s];
+    byStream[s].push_back(i);
+  }
+  p.set_num_events(numEvents);
 }
 
 llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts) {
@@ -94,13 +161,12 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
   p.set_hw(opts.hw);
   p.set_loss(-1);
 
-  std::vector<BufferInterval> intervals = liveIntervals(g);
-  ArenaLayout layout = layoutArena(intervals);
-  if (opts.gpuCapacity && layout.peak > opts.gpuCapacity)
-    return makeError("the step needs " + llvm::Twine(layout.peak) +
-                     " bytes of GPU memory but the GPU tier holds " +
+  TierLayout layout = computeTierLayout(g);
+  if (opts.gpuCapacity && layout.peak[0] > opts.gpuCapacity)
+    return makeError("the plan needs " + llvm::Twine(layout.peak[0]) +
+                     " bytes of gpu memory but the tier holds " +
                      llvm::Twine(opts.gpuCapacity) + "; use --gpu-mem=" +
-                     llvm::Twine(layout.peak) + " or more");
+                     llvm::Twine(layout.peak[0]) + " or more");
 
   llvm::DenseMap<const ir::Value *, int> ids;
   for (const auto &v : g.values()) {
@@ -120,8 +186,8 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
       src->set_offset(v->init->offset);
       src->set_length(v->init->length);
     }
-    t->set_tier(plan::TIER_GPU);
-    t->set_offset(layout.offsets[id]);
+    t->set_tier(toPlanTier(v->tier));
+    t->set_offset(layout.offsets.lookup(v.get()));
     t->set_size_bytes(v->byteSize());
   }
   for (const ir::Value *in : g.inputs())
@@ -141,7 +207,7 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
     inst->set_name(n->name);
     inst->set_domain(n->domain);
     inst->set_op(n->opType);
-    inst->set_stream(plan::STREAM_COMPUTE);
+    inst->set_stream(toPlanStream(n->stream));
     for (const ir::Value *in : n->inputs)
       inst->add_inputs(in ? ids[in] : -1);
     for (const ir::Value *out : n->outputs)
@@ -150,10 +216,19 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
       emitAttribute(a, *inst->add_attrs());
   }
 
-  plan::TierInfo *gpu = p.add_tiers();
-  gpu->set_tier(plan::TIER_GPU);
-  gpu->set_capacity(opts.gpuCapacity);
-  gpu->set_peak(layout.peak);
+  synchronizeStreams(g, layout, p);
+  const uint64_t capacities[3] = {opts.gpuCapacity, opts.cpuCapacity, opts.nvmeCapacity};
+  for (ir::Tier tier : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme}) {
+    unsigned t = static_cast<unsigned>(tier);
+    // The GPU tier is always described; the others when used.
+    if (tier != ir::Tier::Gpu && !layout.peak[t])
+      continue;
+    plan::TierInfo *info = p.add_tiers();
+    info->set_tier(toPlanTier(tier));
+    info->set_capacity(capacities[t]);
+    info->set_peak(layout.peak[t]);
+    info->set_alignment(tierAlignment(tier));
+  }
   return p;
 }
 

@@ -10,8 +10,10 @@ namespace zinc {
 struct EmitOptions {
   std::string mode = "infer";
   std::string hw = "cpu";
-  /// GPU tier capacity in bytes; 0 means unbounded.
+  /// Tier capacities in bytes; 0 means unbounded.
   uint64_t gpuCapacity = 0;
+  uint64_t cpuCapacity = 0;
+  uint64_t nvmeCapacity = 0;
   /// The scalar loss value, or null.
   const ir::Value *loss = nullptr;
 };

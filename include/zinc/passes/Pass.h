@@ -3,6 +3,7 @@
 #define ZINC_PASSES_PASS_H
 
 #include "zinc/ir/Graph.h"
+#include "zinc/passes/MemoryOptions.h"
 #include "zinc/passes/TrainingOptions.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -17,6 +18,8 @@ struct PassContext {
   /// build-training: loss, trainable set, optimizer; mixed-precision:
   /// precision and loss scaling.
   TrainingOptions training;
+  /// place, insert-transfers, allocate: homes and capacities.
+  MemoryOptions memory;
 };
 
 /// A transformation of the graph. Passes are created through Passes.def,

@@ -1,0 +1,146 @@
+//===- Allocate.cpp - allocate: prove every tier fits, spilling if needed -===//
+//
+// Lays out each tier (TierLayout: best-fit static offsets over live
+// intervals) and checks the peaks against the capacities. When the GPU tier
+// overflows, activations that sit idle across the peak are spilled: evicted
+// to the CPU after their last use before the peak and prefetched back after
+// it, which is the activation offloading of ZeRO-Offload. This repeats until
+// the GPU fits or nothing is left to spill; then the diagnostic names the
+// smallest GPU capacity this plan reached, which is one that would fit.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/passes/Pass.h"
+#include "zinc/passes/TierLayout.h"
+#include "zinc/support/Error.h"
+#include "zinc/support/Size.h"
+
+namespace zinc::passes {
+namespace {
+
+class Allocate : public Pass {
+public:
+  llvm::StringRef getName() const override { return "Allocate Tiers"; }
+  llvm::StringRef getArgument() const override { return "allocate"; }
+  llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
+};
+
+bool isTransfer(const ir::Node &n) {
+  return n.domain == "zinc" && (n.opType == "Copy" || n.opType == "CopyInto");
+}
+
+/// A GPU activation idle across `time`: its last use before and first use
+/// after, as node indices.
+struct SpillCandidate {
+  ir::Value *value = nullptr;
+  size_t lastBefore = 0;
+  size_t firstAfter = 0;
+};
+
+/// The biggest GPU activation live across `time` without being used there
+/// (ties: the longest gap, then the first created).
+llvm::Optional<SpillCandidate> pickSpill(const ir::Graph &g, int64_t time) {
+  llvm::DenseMap<const ir::Value *, std::vector<size_t>> uses;
+  auto nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const ir::Value *v : llvm::concat<ir::Value *const>(nodes[i]->inputs,
+                                                            nodes[i]->outputs))
+      if (v && (uses[v].empty() || uses[v].back() != i))
+        uses[v].push_back(i);
+  llvm::Optional<SpillCandidate> best;
+  for (const auto &v : g.values()) {
+    if (v->tier != ir::Tier::Gpu || isPersistent(g, *v))
+      continue;
+    const std::vector<size_t> &u = uses[v.get()];
+    auto after = llvm::upper_bound(u, static_cast<size_t>(time));
+    if (after == u.begin() || after == u.end() || *(after - 1) == static_cast<size_t>(time))
+      continue;
+    SpillCandidate c{v.get(), *(after - 1), *after};
+    // Refetching right after the peak must leave something to gain.
+    if (c.firstAfter <= static_cast<size_t>(time) + 1)
+      continue;
+    auto gap = [](const SpillCandidate &s) { return s.firstAfter - s.lastBefore; };
+    if (!best || v->byteSize() > best->value->byteSize() ||
+        (v->byteSize() == best->value->byteSize() && gap(c) > gap(*best)))
+      best = c;
+  }
+  return best;
+}
+
+/// Evicts `c.value` after its last use before the peak and brings it back
+/// just after the peak; uses from then on read the returned copy.
+void spill(ir::Graph &g, const SpillCandidate &c, int64_t time) {
+  ir::Value *v = c.value;
+  auto nodes = g.nodes();
+  std::vector<ir::Node *> laterUsers;
+  for (size_t i = c.firstAfter; i < nodes.size(); ++i)
+    if (llvm::is_contained(nodes[i]->inputs, v))
+      laterUsers.push_back(nodes[i].get());
+  ir::Node *afterLastUse = nodes[c.lastBefore + 1].get();
+  ir::Node *afterPeak = nodes[time + 1].get();
+
+  std::string base = g.uniqueValueName(v->name + "@spill");
+  ir::Value *onHost = g.addValue(base, v->dtype, v->shape, ir::ValueRole::Activation);
+  onHost->tier = ir::Tier::Cpu;
+  ir::Node *out = g.insertNode(afterLastUse, "Copy", g.uniqueNodeName(base), {v},
+                               {onHost}, {}, "zinc");
+  out->stream = ir::Stream::D2H;
+  std::string back = g.uniqueValueName(v->name + "@refetch");
+  ir::Value *again = g.addValue(back, v->dtype, v->shape, ir::ValueRole::Activation);
+  again->tier = ir::Tier::Gpu;
+  ir::Node *in = g.insertNode(afterPeak, "Copy", g.uniqueNodeName(back), {onHost},
+                              {again}, {}, "zinc");
+  in->stream = ir::Stream::H2D;
+  for (ir::Node *user : laterUsers)
+    for (ir::Value *&operand : user->inputs)
+      if (operand == v)
+        operand = again;
+}
+
+llvm::Error checkTier(const TierLayout &layout, ir::Tier tier, uint64_t capacity,
+                      llvm::StringRef flag) {
+  uint64_t peak = layout.peak[static_cast<unsigned>(tier)];
+  if (!capacity || peak <= capacity)
+    return llvm::Error::success();
+  return makeError("the plan needs " + llvm::Twine(peak) + " bytes (" + formatSize(peak) +
+                   ") of " + ir::tierName(tier) + " memory but the tier holds " +
+                   llvm::Twine(capacity) + " (" + formatSize(capacity) + "); use --" + flag +
+                   "=" + llvm::Twine(peak) + " or more");
+}
+
+llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
+  const MemoryOptions &mem = ctx.memory;
+  bool changed = false;
+  TierLayout layout = computeTierLayout(g);
+  // Spilling ends when the GPU fits, nothing idle is left at the peak, or
+  // several spills in a row stopped lowering it (fragmentation, or a peak
+  // made of operands in use).
+  uint64_t best = layout.peak[0];
+  unsigned sinceBetter = 0;
+  while (mem.gpuCapacity && layout.peak[0] > mem.gpuCapacity && sinceBetter < 8) {
+    auto candidate = pickSpill(g, layout.peakTime[0]);
+    if (!candidate)
+      break;
+    spill(g, *candidate, layout.peakTime[0]);
+    changed = true;
+    layout = computeTierLayout(g);
+    if (layout.peak[0] < best) {
+      best = layout.peak[0];
+      sinceBetter = 0;
+    } else {
+      ++sinceBetter;
+    }
+  }
+  if (auto err = checkTier(layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem"))
+    return std::move(err);
+  if (auto err = checkTier(layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))
+    return std::move(err);
+  if (auto err = checkTier(layout, ir::Tier::Nvme, mem.nvmeCapacity, "nvme-mem"))
+    return std::move(err);
+  return changed;
+}
+
+} // namespace
+
+std::unique_ptr<Pass> createAllocatePass() { return std::make_unique<Allocate>(); }
+
+} // namespace zinc::passes

@@ -1,0 +1,227 @@
+//===- InsertTransfers.cpp - insert-transfers: move operands where needed -===//
+//
+// Every node runs in one tier: compute nodes on the GPU, host nodes on the
+// CPU. An operand whose home is elsewhere gets a transient copy in that tier,
+// made by zinc.Copy nodes on the transfer streams (h2d, d2h, nvme; NVMe and
+// GPU only talk through the CPU): prefetches are issued a few compute nodes
+// ahead of their use, so they overlap earlier compute; values headed for the
+// host (gradients) leave as soon as they are complete. An operand a node
+// updates in place is written back to its home right after it (CopyInto).
+// A copy is reused by later uses close enough behind, and dropped when its
+// source is written. Which memory the copies take is allocate's business.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/passes/OptimizerOps.h"
+#include "zinc/passes/Pass.h"
+#include "zinc/support/Error.h"
+#include "llvm/ADT/DenseMap.h"
+#include <map>
+
+namespace zinc::passes {
+namespace {
+
+class InsertTransfers : public Pass {
+public:
+  llvm::StringRef getName() const override { return "Insert Transfers"; }
+  llvm::StringRef getArgument() const override { return "insert-transfers"; }
+  llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
+};
+
+bool isTransfer(const ir::Node &n) {
+  return n.domain == "zinc" && (n.opType == "Copy" || n.opType == "CopyInto");
+}
+
+ir::Tier execTier(const ir::Node &n) {
+  return n.stream == ir::Stream::Host ? ir::Tier::Cpu : ir::Tier::Gpu;
+}
+
+/// The stream that moves bytes from `from` to `to` (tiers one link apart).
+ir::Stream linkStream(ir::Tier from, ir::Tier to) {
+  if (from == ir::Tier::Nvme || to == ir::Tier::Nvme)
+    return ir::Stream::Nvme;
+  return to == ir::Tier::Gpu ? ir::Stream::H2D : ir::Stream::D2H;
+}
+
+class Mover {
+public:
+  Mover(ir::Graph &g, const MemoryOptions &mem) : g(g), mem(mem) {}
+
+  llvm::Error run() {
+    std::vector<ir::Node *> original;
+    for (const auto &n : g.nodes())
+      original.push_back(n.get());
+    for (ir::Node *n : original) {
+      if (isTransfer(*n)) {
+        if (auto err = lowerExplicitCopy(n))
+          return err;
+        continue;
+      }
+      ir::Tier here = execTier(*n);
+      std::vector<ir::Value *> written;
+      for (unsigned i = 0; i < n->inputs.size(); ++i) {
+        ir::Value *home = n->inputs[i];
+        if (home && writesInput(*n, i))
+          written.push_back(home);
+        if (!home || home->tier == here)
+          continue;
+        ir::Value *local = residentCopy(home, here, n);
+        n->inputs[i] = local;
+        if (writesInput(*n, i))
+          writeBack(local, home, n);
+      }
+      for (ir::Value *out : n->outputs)
+        if (out)
+          out->tier = here;
+      for (ir::Value *in : n->inputs)
+        if (in)
+          lastUse[in] = n;
+      // In-place updates make every other copy of the operand stale.
+      for (ir::Value *home : written)
+        noteWritten(home, n);
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  size_t indexOf(const ir::Node *n) const {
+    auto nodes = g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].get() == n)
+        return i;
+    return nodes.size();
+  }
+
+  /// The node before which a copy of `v` needed by `user` is inserted.
+  ir::Node *insertionPoint(ir::Value *source, ir::Node *user, ir::Tier to) {
+    auto nodes = g.nodes();
+    size_t useAt = indexOf(user);
+    size_t earliest = 0;
+    if (ir::Node *w = lastWriter.lookup(source))
+      earliest = indexOf(w) + 1;
+    else if (source->def)
+      earliest = indexOf(source->def) + 1;
+    if (source->tier == ir::Tier::Gpu) // Leaving the GPU: as soon as complete.
+      return earliest < nodes.size() ? nodes[earliest].get() : nullptr;
+    // Towards the user: a few compute nodes ahead, to overlap them.
+    size_t at = useAt;
+    unsigned computeSeen = 0;
+    while (at > earliest && computeSeen < mem.prefetchDistance) {
+      --at;
+      if (nodes[at]->stream == ir::Stream::Compute && !isTransfer(*nodes[at]))
+        ++computeSeen;
+    }
+    return nodes[std::max(at, earliest)].get();
+  }
+
+  /// One zinc.Copy of `source` into a new transient value in `to`.
+  ir::Value *copyOnce(ir::Value *source, ir::Tier to, ir::Node *user,
+                      ir::Node *before) {
+    std::string name = g.uniqueValueName(source->name + "@" + ir::tierName(to).str());
+    ir::Value *copy = g.addValue(name, source->dtype, source->shape,
+                                 ir::ValueRole::Activation);
+    copy->tier = to;
+    ir::Node *node = g.insertNode(before, "Copy", g.uniqueNodeName(name), {source},
+                                  {copy}, {}, "zinc");
+    node->stream = linkStream(source->tier, to);
+    return copy;
+  }
+
+  /// A copy of `home` in tier `to`, valid for `user`: reused when an up to
+  /// date one was used recently, else made (through the CPU if needed).
+  ir::Value *residentCopy(ir::Value *home, ir::Tier to, ir::Node *user) {
+    auto key = std::make_pair(home, to);
+    auto cached = copies.find(key);
+    if (cached != copies.end()) {
+      ir::Node *prev = lastUse.lookup(cached->second);
+      if (prev && indexOf(user) - indexOf(prev) <= kReuseWindow)
+        return cached->second;
+    }
+    ir::Value *source = home;
+    if ((home->tier == ir::Tier::Nvme && to == ir::Tier::Gpu) ||
+        (home->tier == ir::Tier::Gpu && to == ir::Tier::Nvme))
+      source = residentCopy(home, ir::Tier::Cpu, user);
+    ir::Value *copy = copyOnce(source, to, user, insertionPoint(source, user, to));
+    copies[key] = copy;
+    return copy;
+  }
+
+  /// After `writer` updated `local` in place, store it back into `home`.
+  void writeBack(ir::Value *local, ir::Value *home, ir::Node *writer) {
+    ir::Node *after = nullptr;
+    auto nodes = g.nodes();
+    size_t at = indexOf(writer) + 1;
+    after = at < nodes.size() ? nodes[at].get() : nullptr;
+    ir::Value *src = local;
+    if ((local->tier == ir::Tier::Gpu && home->tier == ir::Tier::Nvme)) {
+      src = copyOnce(local, ir::Tier::Cpu, writer, after);
+    }
+    ir::Node *store = g.insertNode(after, "CopyInto",
+                                   g.uniqueNodeName(home->name + "/writeback"),
+                                   {src, home}, {}, {}, "zinc");
+    store->stream = linkStream(src->tier, home->tier);
+    lastWriter[home] = store;
+  }
+
+  /// CopyInto(src, dst) placed by an earlier pass: route it through the CPU
+  /// when its tiers are not linked, preferring an up-to-date copy of src.
+  llvm::Error lowerExplicitCopy(ir::Node *n) {
+    ir::Value *&src = n->inputs[0];
+    ir::Value *dst = n->opType == "CopyInto" ? n->inputs[1] : n->outputs[0];
+    for (ir::Tier t : {dst->tier, ir::Tier::Cpu}) {
+      auto cached = copies.find({src, t});
+      if (cached != copies.end() && t != src->tier) {
+        src = cached->second;
+        break;
+      }
+    }
+    if (src->tier == dst->tier && n->opType == "CopyInto") {
+      n->stream = dst->tier == ir::Tier::Gpu ? ir::Stream::Compute : ir::Stream::Host;
+    } else {
+      if ((src->tier == ir::Tier::Gpu && dst->tier == ir::Tier::Nvme) ||
+          (src->tier == ir::Tier::Nvme && dst->tier == ir::Tier::Gpu))
+        src = residentCopy(src, ir::Tier::Cpu, n);
+      n->stream = linkStream(src->tier, dst->tier);
+    }
+    lastUse[src] = n;
+    if (n->opType == "CopyInto")
+      noteWritten(dst, n);
+    return llvm::Error::success();
+  }
+
+  void noteWritten(ir::Value *v, ir::Node *writer) {
+    lastWriter[v] = writer;
+    for (ir::Tier t : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme}) {
+      auto it = copies.find({v, t});
+      // The writer's own operand copy stays valid: it holds the new value.
+      if (it != copies.end() && !llvm::is_contained(writer->inputs, it->second))
+        copies.erase(it);
+    }
+  }
+
+  /// Uses at most this many nodes apart share one copy; beyond, the copy's
+  /// memory is released in between (the forward and backward uses of a
+  /// weight get separate prefetches).
+  static constexpr size_t kReuseWindow = 8;
+
+  ir::Graph &g;
+  const MemoryOptions &mem;
+  std::map<std::pair<ir::Value *, ir::Tier>, ir::Value *> copies;
+  llvm::DenseMap<const ir::Value *, ir::Node *> lastUse;
+  llvm::DenseMap<const ir::Value *, ir::Node *> lastWriter;
+};
+
+llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
+  size_t before = g.nodes().size();
+  Mover mover(g, ctx.memory);
+  if (auto err = mover.run())
+    return std::move(err);
+  return g.nodes().size() != before;
+}
+
+} // namespace
+
+std::unique_ptr<Pass> createInsertTransfersPass() {
+  return std::make_unique<InsertTransfers>();
+}
+
+} // namespace zinc::passes

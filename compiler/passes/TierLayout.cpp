@@ -1,0 +1,71 @@
+//===- TierLayout.cpp - Live intervals and static offsets per memory tier -===//
+#include "zinc/passes/TierLayout.h"
+#include "llvm/Support/MathExtras.h"
+#include <map>
+
+namespace zinc {
+
+uint64_t tierAlignment(ir::Tier t) { return t == ir::Tier::Gpu ? 64 : 4096; }
+
+bool isPersistent(const ir::Graph &g, const ir::Value &v) {
+  return v.role != ir::ValueRole::Activation || llvm::is_contained(g.outputs(), &v);
+}
+
+TierLayout computeTierLayout(const ir::Graph &g) {
+  TierLayout layout;
+  int64_t last = std::max<int64_t>(0, static_cast<int64_t>(g.nodes().size()) - 1);
+  for (const auto &v : g.values()) {
+    // Step-long values span everything; graph outputs live from their
+    // definition to the end of the step, where the runtime reads them.
+    bool wholeStep = v->role != ir::ValueRole::Activation;
+    bool output = llvm::is_contained(g.outputs(), v.get());
+    layout.intervals[v.get()] = {v->byteSize(), wholeStep ? 0 : last + 1,
+                                 wholeStep || output ? last : -1};
+  }
+  int64_t pos = 0;
+  for (const auto &n : g.nodes()) {
+    for (const ir::Value *v : llvm::concat<ir::Value *const>(n->inputs, n->outputs))
+      if (v) {
+        BufferInterval &iv = layout.intervals[v];
+        iv.begin = std::min(iv.begin, pos);
+        iv.end = std::max(iv.end, pos);
+      }
+    ++pos;
+  }
+  for (auto &entry : layout.intervals)
+    if (entry.second.begin > entry.second.end) // Never touched.
+      entry.second.begin = entry.second.end = 0;
+
+  for (ir::Tier tier : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme}) {
+    std::vector<const ir::Value *> members;
+    std::vector<BufferInterval> intervals;
+    for (const auto &v : g.values())
+      if (v->tier == tier) {
+        members.push_back(v.get());
+        intervals.push_back(layout.intervals[v.get()]);
+      }
+    ArenaLayout arena = layoutArena(intervals, tierAlignment(tier));
+    for (size_t i = 0; i < members.size(); ++i)
+      layout.offsets[members[i]] = arena.offsets[i];
+    unsigned t = static_cast<unsigned>(tier);
+    layout.peak[t] = arena.peak;
+    // The instant of highest live bytes, where relieving pressure helps.
+    std::map<int64_t, int64_t> delta;
+    for (const BufferInterval &iv : intervals) {
+      int64_t size = llvm::alignTo(std::max<uint64_t>(iv.size, 1), tierAlignment(tier));
+      delta[iv.begin] += size;
+      delta[iv.end + 1] -= size;
+    }
+    int64_t live = 0, best = -1;
+    for (auto [time, d] : delta) {
+      live += d;
+      if (live > best) {
+        best = live;
+        layout.peakTime[t] = time;
+      }
+    }
+  }
+  return layout;
+}
+
+} // namespace zinc

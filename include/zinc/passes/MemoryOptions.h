@@ -1,0 +1,31 @@
+//===- MemoryOptions.h - Where state may live and how much each tier holds -===//
+#ifndef ZINC_PASSES_MEMORYOPTIONS_H
+#define ZINC_PASSES_MEMORYOPTIONS_H
+
+#include "zinc/ir/Graph.h"
+#include <cstdint>
+
+namespace zinc {
+
+/// --offload-optimizer / --offload-params. Auto is resolved by the tool
+/// (zinc-compile tries the candidates, cheapest predicted transfers first)
+/// before the place pass runs, so passes only ever see concrete tiers.
+enum class OffloadPolicy { Auto, None, Cpu, Nvme };
+
+struct MemoryOptions {
+  /// Home of the optimizer states and fp32 master weights; the optimizer
+  /// update runs on the host when this is not the GPU.
+  ir::Tier optimizerTier = ir::Tier::Gpu;
+  /// Home of the weights the forward and backward passes read.
+  ir::Tier paramsTier = ir::Tier::Gpu;
+  /// Capacities in bytes; 0 = unbounded.
+  uint64_t gpuCapacity = 0;
+  uint64_t cpuCapacity = 0;
+  uint64_t nvmeCapacity = 0;
+  /// How many compute nodes ahead of its use a prefetch is issued.
+  unsigned prefetchDistance = 2;
+};
+
+} // namespace zinc
+
+#endif

@@ -1,0 +1,42 @@
+//===- TierLayout.h - Live intervals and static offsets per memory tier ---===//
+//
+// The heap-simulator view of a scheduled graph: time is the index of a node
+// in program order; a value is live from the node that first touches it to
+// the last one (the whole step for persistent values); each tier's values are
+// packed into one arena. allocate checks the result against the capacities,
+// emit writes it into the plan, and both call this one function so they
+// cannot disagree.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZINC_PASSES_TIERLAYOUT_H
+#define ZINC_PASSES_TIERLAYOUT_H
+
+#include "zinc/ir/Graph.h"
+#include "zinc/passes/ArenaLayout.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace zinc {
+
+/// Byte alignment of every buffer in a tier: 4096 where O_DIRECT NVMe
+/// transfers may touch it (CPU and NVMe), 64 on the GPU.
+uint64_t tierAlignment(ir::Tier t);
+
+/// Values the whole step needs: inputs, initializers, state, graph outputs.
+bool isPersistent(const ir::Graph &g, const ir::Value &v);
+
+struct TierLayout {
+  /// Live interval of every value, by value.
+  llvm::DenseMap<const ir::Value *, BufferInterval> intervals;
+  /// Offset of every value in its tier's arena.
+  llvm::DenseMap<const ir::Value *, uint64_t> offsets;
+  /// Proven peak of each tier (index by ir::Tier).
+  uint64_t peak[3] = {0, 0, 0};
+  /// The node index where each tier's live bytes are highest.
+  int64_t peakTime[3] = {0, 0, 0};
+};
+
+TierLayout computeTierLayout(const ir::Graph &g);
+
+} // namespace zinc
+
+#endif
