@@ -235,6 +235,18 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
     }
   }
 
+  // Updates in the order the gradients complete: backward ends at a
+  // parameter's first forward use, so the latest-used come first. An update
+  // moved to the host can then start while backward is still running.
+  llvm::DenseMap<const ir::Value *, size_t> firstUse;
+  for (size_t i = 0; i < forward.size(); ++i)
+    for (const ir::Value *in : forward[i]->inputs)
+      if (in)
+        firstUse.try_emplace(in, i);
+  std::stable_sort(trainable.begin(), trainable.end(),
+                   [&](const ir::Value *a, const ir::Value *b) {
+                     return firstUse.lookup(a) > firstUse.lookup(b);
+                   });
   for (ir::Value *param : trainable)
     appendOptimizer(g, opts, param, grads.get(param));
   return true;
