@@ -76,7 +76,10 @@ void spill(ir::Graph &g, const SpillCandidate &c, int64_t time) {
     if (llvm::is_contained(nodes[i]->inputs, v))
       laterUsers.push_back(nodes[i].get());
   ir::Node *afterLastUse = nodes[c.lastBefore + 1].get();
-  ir::Node *afterPeak = nodes[time + 1].get();
+  // Back just ahead of the next use (a couple of nodes, to overlap), but
+  // never before the peak it is relieving.
+  size_t refetchAt = std::max<size_t>(time + 1, c.firstAfter > 2 ? c.firstAfter - 2 : 0);
+  ir::Node *afterPeak = nodes[refetchAt].get();
 
   std::string base = g.uniqueValueName(v->name + "@spill");
   ir::Value *onHost = g.addValue(base, v->dtype, v->shape, ir::ValueRole::Activation);
@@ -114,7 +117,7 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
   // Spilling ends when the GPU fits, nothing idle is left at the peak, or
   // several spills in a row stopped lowering it (fragmentation, or a peak
   // made of operands in use).
-  uint64_t best = layout.peak[0];
+  uint64_t best = layout.peak[0], bestLive = layout.liveBound[0];
   unsigned sinceBetter = 0;
   while (mem.gpuCapacity && layout.peak[0] > mem.gpuCapacity && sinceBetter < 8) {
     auto candidate = pickSpill(g, layout.peakTime[0]);
@@ -123,8 +126,11 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
     spill(g, *candidate, layout.peakTime[0]);
     changed = true;
     layout = computeTierLayout(g);
-    if (layout.peak[0] < best) {
-      best = layout.peak[0];
+    // Progress is the packed peak or, through fragmentation, the live bytes
+    // under it.
+    if (layout.peak[0] < best || layout.liveBound[0] < bestLive) {
+      best = std::min(best, layout.peak[0]);
+      bestLive = std::min(bestLive, layout.liveBound[0]);
       sinceBetter = 0;
     } else {
       ++sinceBetter;

@@ -7,19 +7,12 @@
 
 namespace zinc {
 
-ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
-                        uint64_t alignment) {
+/// Places buffers in `order`, each at the best-fitting gap among the
+/// buffers already placed that overlap it in time.
+static ArenaLayout placeInOrder(llvm::ArrayRef<BufferInterval> buffers,
+                                llvm::ArrayRef<size_t> order, uint64_t alignment) {
   ArenaLayout layout;
   layout.offsets.assign(buffers.size(), 0);
-  std::vector<size_t> order(buffers.size());
-  std::iota(order.begin(), order.end(), 0);
-  // Big and long-lived first: they constrain the packing most.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (buffers[a].size != buffers[b].size)
-      return buffers[a].size > buffers[b].size;
-    return buffers[a].end - buffers[a].begin > buffers[b].end - buffers[b].begin;
-  });
-
   std::vector<size_t> placed;
   for (size_t idx : order) {
     const BufferInterval &buf = buffers[idx];
@@ -50,6 +43,32 @@ ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
     layout.peak = std::max(layout.peak, layout.offsets[idx] + size);
     placed.push_back(idx);
   }
+  return layout;
+}
+
+ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
+                        uint64_t alignment) {
+  std::vector<size_t> bySize(buffers.size());
+  std::iota(bySize.begin(), bySize.end(), 0);
+  // Big and long-lived first: they constrain the packing most.
+  std::stable_sort(bySize.begin(), bySize.end(), [&](size_t a, size_t b) {
+    if (buffers[a].size != buffers[b].size)
+      return buffers[a].size > buffers[b].size;
+    return buffers[a].end - buffers[a].begin > buffers[b].end - buffers[b].begin;
+  });
+  // In time order: what a running allocator would do; it wins when many
+  // short-lived buffers of mixed sizes follow each other.
+  std::vector<size_t> byTime(buffers.size());
+  std::iota(byTime.begin(), byTime.end(), 0);
+  std::stable_sort(byTime.begin(), byTime.end(), [&](size_t a, size_t b) {
+    if (buffers[a].begin != buffers[b].begin)
+      return buffers[a].begin < buffers[b].begin;
+    return buffers[a].size > buffers[b].size;
+  });
+  ArenaLayout layout = placeInOrder(buffers, bySize, alignment);
+  ArenaLayout other = placeInOrder(buffers, byTime, alignment);
+  if (other.peak < layout.peak)
+    layout = std::move(other);
 
   // Sweep for the largest live sum, the bound no packing can beat.
   std::map<int64_t, int64_t> delta;

@@ -49,6 +49,7 @@ TierLayout computeTierLayout(const ir::Graph &g) {
       layout.offsets[members[i]] = arena.offsets[i];
     unsigned t = static_cast<unsigned>(tier);
     layout.peak[t] = arena.peak;
+    layout.liveBound[t] = arena.liveLowerBound;
     // The instant of highest live bytes, where relieving pressure helps.
     std::map<int64_t, int64_t> delta;
     for (const BufferInterval &iv : intervals) {

@@ -31,6 +31,9 @@ struct TierLayout {
   llvm::DenseMap<const ir::Value *, uint64_t> offsets;
   /// Proven peak of each tier (index by ir::Tier).
   uint64_t peak[3] = {0, 0, 0};
+  /// The most bytes live at one instant in each tier: no packing can do
+  /// better, so peak - liveBound is the fragmentation.
+  uint64_t liveBound[3] = {0, 0, 0};
   /// The node index where each tier's live bytes are highest.
   int64_t peakTime[3] = {0, 0, 0};
 };

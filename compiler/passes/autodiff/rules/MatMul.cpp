@@ -39,7 +39,17 @@ llvm::Error gradMatMul(GradientBuilder &b) {
     if (auto err = b.setGrad(0, b.reshape(da, A->shape)))
       return err;
   }
-  if (b.needsGrad(1)) {
+  if (b.needsGrad(1) && c->shape.size() == 2 && a->shape.size() > 2) {
+    // A weight shared by every batch row (the linear layer): one GEMM over
+    // the flattened rows, never a batch of per-row products summed after.
+    int64_t k = a->shape.back(), n = c->shape.back();
+    int64_t rows = a->numElements() / k;
+    ir::Value *a2 = b.reshape(a, {rows, k});
+    ir::Value *dy2 = b.reshape(dy, {rows, n});
+    ir::Value *dc = matmul(b, transposeLastTwo(b, a2), dy2);
+    if (auto err = b.setGrad(1, b.reshape(dc, B->shape)))
+      return err;
+  } else if (b.needsGrad(1)) {
     ir::Value *dc = b.sumToShape(matmul(b, transposeLastTwo(b, a), dy), c->shape);
     if (auto err = b.setGrad(1, b.reshape(dc, B->shape)))
       return err;
