@@ -10,6 +10,43 @@ bool Attribute::operator==(const Attribute &o) const {
          strings == o.strings && tensor == o.tensor;
 }
 
+static Attribute named(llvm::StringRef name, AttrKind kind) {
+  Attribute a;
+  a.name = name.str();
+  a.kind = kind;
+  return a;
+}
+
+Attribute makeIntAttr(llvm::StringRef name, int64_t v) {
+  Attribute a = named(name, AttrKind::Int);
+  a.i = v;
+  return a;
+}
+
+Attribute makeIntsAttr(llvm::StringRef name, llvm::ArrayRef<int64_t> v) {
+  Attribute a = named(name, AttrKind::Ints);
+  a.ints.assign(v.begin(), v.end());
+  return a;
+}
+
+Attribute makeFloatAttr(llvm::StringRef name, double v) {
+  Attribute a = named(name, AttrKind::Float);
+  a.f = v;
+  return a;
+}
+
+Attribute makeStringAttr(llvm::StringRef name, llvm::StringRef v) {
+  Attribute a = named(name, AttrKind::String);
+  a.s = v.str();
+  return a;
+}
+
+Attribute makeTensorAttr(llvm::StringRef name, TensorData t) {
+  Attribute a = named(name, AttrKind::Tensor);
+  a.tensor = std::move(t);
+  return a;
+}
+
 void AttributeList::set(Attribute a) {
   auto it = std::lower_bound(
       attrs.begin(), attrs.end(), a.name,

@@ -53,22 +53,6 @@ private:
   unsigned count = 0;
 };
 
-Attribute floatAttr(llvm::StringRef name, double v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Float;
-  a.f = v;
-  return a;
-}
-
-Attribute intAttr(llvm::StringRef name, int64_t v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Int;
-  a.i = v;
-  return a;
-}
-
 /// The gradient of the loss, 1: a Constant of the loss's type whose value is
 /// named "<loss>.grad", the name mixed-precision finds it by to seed it with
 /// the loss scale instead.
@@ -105,14 +89,14 @@ void appendOptimizer(ir::Graph &g, const TrainingOptions &opts, ir::Value *param
                       DType::F32, param->shape, ir::ValueRole::State);
   };
   AttributeList attrs;
-  attrs.set(floatAttr("lr", opts.lr));
-  attrs.set(floatAttr("weight_decay", opts.weightDecay));
+  attrs.set(makeFloatAttr("lr", opts.lr));
+  attrs.set(makeFloatAttr("weight_decay", opts.weightDecay));
   switch (opts.optimizer) {
   case OptimizerKind::AdamW:
   case OptimizerKind::Adam: {
-    attrs.set(floatAttr("beta1", opts.beta1));
-    attrs.set(floatAttr("beta2", opts.beta2));
-    attrs.set(floatAttr("eps", opts.eps));
+    attrs.set(makeFloatAttr("beta1", opts.beta1));
+    attrs.set(makeFloatAttr("beta2", opts.beta2));
+    attrs.set(makeFloatAttr("eps", opts.eps));
     bool decoupled = opts.optimizer == OptimizerKind::AdamW;
     llvm::StringRef op = decoupled ? "AdamW" : "Adam";
     g.addNode(op, param->name + "/" + op.lower(),
@@ -132,9 +116,9 @@ void appendOptimizer(ir::Graph &g, const TrainingOptions &opts, ir::Value *param
     return;
   }
   case OptimizerKind::SGD: {
-    attrs.set(floatAttr("momentum", opts.momentum));
-    attrs.set(floatAttr("dampening", opts.dampening));
-    attrs.set(intAttr("nesterov", opts.nesterov ? 1 : 0));
+    attrs.set(makeFloatAttr("momentum", opts.momentum));
+    attrs.set(makeFloatAttr("dampening", opts.dampening));
+    attrs.set(makeIntAttr("nesterov", opts.nesterov ? 1 : 0));
     llvm::SmallVector<ir::Value *, 3> operands{param, grad};
     if (opts.momentum != 0)
       operands.push_back(state("momentum_buffer"));

@@ -59,22 +59,6 @@ bool isOptimizerNode(const ir::Node &n) {
 /// Operand positions of an optimizer node after its (param, grad, states).
 unsigned firstExtraOperand(const ir::Node &n) { return n.opType == "SGD" ? 3 : 4; }
 
-Attribute floatAttr(llvm::StringRef name, double v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Float;
-  a.f = v;
-  return a;
-}
-
-Attribute intAttr(llvm::StringRef name, int64_t v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Int;
-  a.i = v;
-  return a;
-}
-
 /// An f32 tensor attribute's values rounded to `to`.
 void convertTensor(TensorData &t, DType to) {
   size_t n = t.bytes.size() / 4;
@@ -181,7 +165,7 @@ ir::Value *Rewriter::castOf(ir::Value *v, DType to, ir::Node *before) {
     std::string name = g.uniqueValueName(v->name + (to == DType::F32 ? ".f32" : ".lp"));
     cast = g.addValue(name, to, v->shape, ir::ValueRole::Activation);
     AttributeList attrs;
-    attrs.set(intAttr("to", static_cast<int64_t>(to)));
+    attrs.set(makeIntAttr("to", static_cast<int64_t>(to)));
     // Graph inputs are cast once, at the start of the step.
     if (v->role == ir::ValueRole::Input)
       before = g.nodes().empty() ? nullptr : g.nodes().front().get();
@@ -247,7 +231,7 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
       }
     } else if (n->opType == "Cast" && n->attrs.getInt("to", 0) == kOnnxFloat &&
                n->outputs[0] && lowered.count(n->outputs[0])) {
-      n->attrs.set(intAttr("to", static_cast<int64_t>(compute)));
+      n->attrs.set(makeIntAttr("to", static_cast<int64_t>(compute)));
     }
   }
 
@@ -283,7 +267,7 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
     // The seed becomes the scale (the first step's from init_scale).
     ir::Node *seedDef = seed->def;
     AttributeList attrs;
-    attrs.set(floatAttr("init_scale", opts.initialLossScale));
+    attrs.set(makeFloatAttr("init_scale", opts.initialLossScale));
     g.insertNode(seedDef, "LossScale", g.uniqueNodeName(seedDef->name + "/loss_scale"),
                  {scale}, {seed}, std::move(attrs), "zinc");
     g.eraseNode(seedDef);
@@ -310,9 +294,9 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
   if (scaling) {
     bool dynamic = opts.lossScale == LossScaleKind::Dynamic;
     AttributeList attrs;
-    attrs.set(floatAttr("growth_factor", dynamic ? opts.lossScaleGrowthFactor : 1.0));
-    attrs.set(floatAttr("backoff_factor", dynamic ? opts.lossScaleBackoffFactor : 1.0));
-    attrs.set(intAttr("growth_interval", opts.lossScaleGrowthInterval));
+    attrs.set(makeFloatAttr("growth_factor", dynamic ? opts.lossScaleGrowthFactor : 1.0));
+    attrs.set(makeFloatAttr("backoff_factor", dynamic ? opts.lossScaleBackoffFactor : 1.0));
+    attrs.set(makeIntAttr("growth_interval", opts.lossScaleGrowthInterval));
     g.addNode("UpdateLossScale", g.uniqueNodeName("loss_scale/update"),
               {scale, tracker, foundInf, step}, {}, std::move(attrs), "zinc");
   }

@@ -71,30 +71,6 @@ ir::Value *GradientBuilder::zincOp(llvm::StringRef opType,
   return op(opType, inputs, type, std::move(attrs), "zinc");
 }
 
-static Attribute intAttr(llvm::StringRef name, int64_t v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Int;
-  a.i = v;
-  return a;
-}
-
-static Attribute intsAttr(llvm::StringRef name, llvm::ArrayRef<int64_t> v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Ints;
-  a.ints.assign(v.begin(), v.end());
-  return a;
-}
-
-static Attribute tensorAttr(llvm::StringRef name, TensorData t) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Tensor;
-  a.tensor = std::move(t);
-  return a;
-}
-
 /// The bytes of `value` stored as `dtype`.
 static std::vector<uint8_t> encodeScalar(double value, DType dtype) {
   std::vector<uint8_t> bytes(dtypeSize(dtype));
@@ -122,7 +98,7 @@ ir::Value *GradientBuilder::scalar(double value, DType dtype) {
   t.dtype = dtype;
   t.bytes = encodeScalar(value, dtype);
   AttributeList attrs;
-  attrs.set(tensorAttr("value", std::move(t)));
+  attrs.set(makeTensorAttr("value", std::move(t)));
   return op("Constant", {}, {dtype, {}}, std::move(attrs));
 }
 
@@ -134,7 +110,7 @@ ir::Value *GradientBuilder::int64s(llvm::ArrayRef<int64_t> values) {
   if (!values.empty())
     std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   AttributeList attrs;
-  attrs.set(tensorAttr("value", std::move(t)));
+  attrs.set(makeTensorAttr("value", std::move(t)));
   return op("Constant", {}, {DType::I64, {static_cast<int64_t>(values.size())}},
             std::move(attrs));
 }
@@ -178,7 +154,7 @@ ir::Value *GradientBuilder::transpose(ir::Value *a, llvm::ArrayRef<int64_t> perm
   for (int64_t p : perm)
     shape.push_back(a->shape[p]);
   AttributeList attrs;
-  attrs.set(intsAttr("perm", perm));
+  attrs.set(makeIntsAttr("perm", perm));
   return op("Transpose", {a}, {a->dtype, shape}, std::move(attrs));
 }
 
@@ -195,11 +171,11 @@ ir::Value *GradientBuilder::reduceSum(ir::Value *a, llvm::ArrayRef<int64_t> axes
       shape.push_back(1);
   }
   AttributeList attrs;
-  attrs.set(intAttr("keepdims", keepDims ? 1 : 0));
+  attrs.set(makeIntAttr("keepdims", keepDims ? 1 : 0));
   // ReduceSum took its axes as an attribute until opset 13.
   if (opset() >= 13)
     return op("ReduceSum", {a, int64s(axes)}, {a->dtype, shape}, std::move(attrs));
-  attrs.set(intsAttr("axes", axes));
+  attrs.set(makeIntsAttr("axes", axes));
   return op("ReduceSum", {a}, {a->dtype, shape}, std::move(attrs));
 }
 
@@ -219,7 +195,7 @@ ir::Value *GradientBuilder::cast(ir::Value *a, DType to) {
   if (a->dtype == to)
     return a;
   AttributeList attrs;
-  attrs.set(intAttr("to", static_cast<int64_t>(to)));
+  attrs.set(makeIntAttr("to", static_cast<int64_t>(to)));
   return op("Cast", {a}, {to, a->shape}, std::move(attrs));
 }
 

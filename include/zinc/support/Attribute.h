@@ -37,6 +37,13 @@ struct Attribute {
   bool operator==(const Attribute &o) const;
 };
 
+/// One attribute of each kind, named.
+Attribute makeIntAttr(llvm::StringRef name, int64_t v);
+Attribute makeIntsAttr(llvm::StringRef name, llvm::ArrayRef<int64_t> v);
+Attribute makeFloatAttr(llvm::StringRef name, double v);
+Attribute makeStringAttr(llvm::StringRef name, llvm::StringRef v);
+Attribute makeTensorAttr(llvm::StringRef name, TensorData t);
+
 /// Attributes of one node, kept sorted by name so printing is deterministic.
 class AttributeList {
 public:

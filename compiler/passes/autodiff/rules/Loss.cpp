@@ -12,14 +12,6 @@
 
 namespace zinc::autodiff {
 
-static Attribute intAttr(llvm::StringRef name, int64_t v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Int;
-  a.i = v;
-  return a;
-}
-
 /// Labels are integers and never need gradients; the class weights are
 /// floats, and a trainable weight tensor is refused rather than silently
 /// left untrained.
@@ -54,13 +46,13 @@ llvm::Error gradSoftmaxCrossEntropyLoss(GradientBuilder &b) {
   if (!dLoss) {
     // Only log_prob is used: its gradient is LogSoftmax's along C.
     AttributeList attrs;
-    attrs.set(intAttr("axis", 1));
-    attrs.set(intAttr("flatten", 0));
+    attrs.set(makeIntAttr("axis", 1));
+    attrs.set(makeIntAttr("flatten", 0));
     return b.setGrad(0, b.zincOp("LogSoftmaxGrad", {logProb, dLogProb}, type,
                                  std::move(attrs)));
   }
   AttributeList attrs = b.attrs();
-  attrs.set(intAttr("log_prob", logProb ? 1 : 0));
+  attrs.set(makeIntAttr("log_prob", logProb ? 1 : 0));
   llvm::SmallVector<ir::Value *, 5> operands{dLoss, logProb ? logProb : scores,
                                              b.input(1), b.input(2), dLogProb};
   dropTrailingAbsent(operands);

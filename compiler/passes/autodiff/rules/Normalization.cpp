@@ -12,14 +12,6 @@
 
 namespace zinc::autodiff {
 
-static Attribute intAttr(llvm::StringRef name, int64_t v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Int;
-  a.i = v;
-  return a;
-}
-
 /// Before opset 13 Softmax and LogSoftmax flatten the input to 2-D at `axis`
 /// (default 1) and normalise over everything from `axis` on; from 13 they
 /// normalise along `axis` alone (default -1). The gradient op carries the
@@ -37,8 +29,8 @@ static llvm::Error gradSoftmaxFamily(GradientBuilder &b,
     return makeError("axis " + llvm::Twine(b.attrs().getInt("axis", 0)) +
                      " is out of range for rank " + llvm::Twine(rank));
   AttributeList attrs;
-  attrs.set(intAttr("axis", axis));
-  attrs.set(intAttr("flatten", flatten ? 1 : 0));
+  attrs.set(makeIntAttr("axis", axis));
+  attrs.set(makeIntAttr("flatten", flatten ? 1 : 0));
   ir::Value *dx = b.zincOp(gradOp, {b.output(0), b.outputGrad(0)},
                            {x->dtype, x->shape}, std::move(attrs));
   return b.setGrad(0, dx);

@@ -5,38 +5,6 @@
 
 namespace zinc::autodiff {
 
-Attribute makeIntAttr(llvm::StringRef name, int64_t v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Int;
-  a.i = v;
-  return a;
-}
-
-Attribute makeIntsAttr(llvm::StringRef name, llvm::ArrayRef<int64_t> v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Ints;
-  a.ints.assign(v.begin(), v.end());
-  return a;
-}
-
-Attribute makeFloatAttr(llvm::StringRef name, double v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::Float;
-  a.f = v;
-  return a;
-}
-
-Attribute makeStringAttr(llvm::StringRef name, llvm::StringRef v) {
-  Attribute a;
-  a.name = name.str();
-  a.kind = AttrKind::String;
-  a.s = v.str();
-  return a;
-}
-
 llvm::Optional<llvm::SmallVector<int64_t, 4>> constantInts(const ir::Value *v) {
   const ir::Node *def = v ? v->def : nullptr;
   if (!def || def->opType != "Constant" || !def->domain.empty())

@@ -1,6 +1,6 @@
 //===- RuleUtil.h - What the activation and data-movement rules share -----===//
 //
-// Attribute construction, compile-time integer operands (Constant nodes)
+// Compile-time integer operands (Constant nodes)
 // and zero tensors: small things several rule files need, kept out of the
 // shared GradientBuilder so that a rule family can grow them on its own.
 //
@@ -12,11 +12,6 @@
 #include "llvm/ADT/Optional.h"
 
 namespace zinc::autodiff {
-
-Attribute makeIntAttr(llvm::StringRef name, int64_t v);
-Attribute makeIntsAttr(llvm::StringRef name, llvm::ArrayRef<int64_t> v);
-Attribute makeFloatAttr(llvm::StringRef name, double v);
-Attribute makeStringAttr(llvm::StringRef name, llvm::StringRef v);
 
 /// The integers of `v` when it is the output of a Constant node (an int32
 /// or int64 `value`, or `value_int(s)`); None otherwise. Initializers are
