@@ -2,22 +2,43 @@
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/WeightLoader.h"
 #include "zinc/support/Error.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
+#include <cerrno>
 #include <cstring>
+#include <sys/mman.h>
 
 namespace zinc::rt {
 
-llvm::Error Arena::allocate(uint64_t n) {
-  uint64_t rounded = llvm::alignTo(std::max<uint64_t>(n, 64), 64);
-  auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, rounded));
-  if (!p)
-    return makeError("cannot allocate an arena of " + llvm::Twine(rounded) +
-                     " bytes");
-  // Touch every page now, so the step never pays for first-touch faults and
-  // uninitialised arena bytes never leak into results.
-  std::memset(p, 0, rounded);
-  data.reset(p);
-  bytes = rounded;
+static constexpr uint64_t kPage = 4096;
+
+Arena::~Arena() {
+  if (data)
+    ::munmap(data, mappedBytes);
+}
+
+llvm::Error Arena::allocate(uint64_t capacity, uint64_t usable,
+                            llvm::StringRef tierName) {
+  uint64_t open = llvm::alignTo(std::max<uint64_t>(usable, 1), kPage);
+  // One guard page past the reservation catches runs off its end too.
+  uint64_t mapped = llvm::alignTo(std::max(capacity, open), kPage) + kPage;
+  void *p = ::mmap(nullptr, mapped, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return makeError("cannot reserve the " + tierName + " tier's " +
+                     llvm::Twine(mapped) + " bytes: " + std::strerror(errno));
+  if (::mprotect(p, open, PROT_READ | PROT_WRITE) != 0) {
+    int saved = errno;
+    ::munmap(p, mapped);
+    return makeError("cannot allocate the " + tierName + " tier's " +
+                     llvm::Twine(open) + " bytes: " + std::strerror(saved));
+  }
+  // Anonymous pages read as zero; touching them now means the step never
+  // pays for first-touch faults.
+  std::memset(p, 0, open);
+  data = static_cast<uint8_t *>(p);
+  usableBytes = open;
+  mappedBytes = mapped;
   return llvm::Error::success();
 }
 
@@ -58,104 +79,426 @@ static AttributeList convertAttributes(const plan::Instruction &inst) {
   return list;
 }
 
-llvm::Expected<std::unique_ptr<Program>> Program::load(llvm::StringRef planPath) {
+static llvm::StringRef tierName(plan::Tier tier) {
+  switch (tier) {
+  case plan::TIER_GPU:
+    return "gpu";
+  case plan::TIER_CPU:
+    return "cpu";
+  case plan::TIER_NVME:
+    return "nvme";
+  default:
+    return "unknown";
+  }
+}
+
+static std::string streamName(plan::Stream stream) {
+  return llvm::StringRef(plan::Stream_Name(stream)).drop_front(7).lower();
+}
+
+namespace {
+/// A tier as the plan describes it, and how far its tensors reach.
+struct TierLayout {
+  bool described = false;
+  bool used = false;
+  uint64_t capacity = 0;
+  uint64_t peak = 0;
+  uint64_t alignment = 64;
+  uint64_t reach = 0;
+};
+} // namespace
+
+/// Bytes the plan keeps in the NVMe tier: its proven peak, or how far its
+/// tensors reach where the plan does not describe the tier.
+static uint64_t nvmeBytes(const plan::Plan &plan) {
+  uint64_t reach = 0;
+  bool any = false;
+  for (const plan::Tensor &t : plan.tensors())
+    if (t.tier() == plan::TIER_NVME) {
+      any = true;
+      reach =
+          std::max(reach, t.offset() + std::max<uint64_t>(t.size_bytes(), 1));
+    }
+  if (!any)
+    return 0;
+  for (const plan::TierInfo &info : plan.tiers())
+    if (info.tier() == plan::TIER_NVME)
+      return std::max(info.peak(), reach);
+  return reach;
+}
+
+llvm::Error checkNvmeDir(const plan::Plan &plan, const LoadOptions &opts) {
+  uint64_t bytes = nvmeBytes(plan);
+  if (bytes && opts.nvmeDir.empty())
+    return makeError("the plan keeps " + llvm::Twine(bytes) +
+                     " bytes in the NVMe tier; give --nvme-dir=DIR");
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<Program>>
+Program::load(llvm::StringRef planPath, const LoadOptions &opts) {
   auto plan = plan::readPlanFile(planPath);
   if (!plan)
     return plan.takeError();
-  auto prog = fromPlan(std::move(*plan));
+  // About the command line, not the plan: no file prefix.
+  if (auto err = checkNvmeDir(*plan, opts))
+    return std::move(err);
+  auto prog = fromPlan(std::move(*plan), opts);
   if (!prog)
     return addContext(prog.takeError(), planPath);
   return prog;
 }
 
-llvm::Expected<std::unique_ptr<Program>> Program::fromPlan(plan::Plan source) {
+llvm::Expected<std::unique_ptr<Program>>
+Program::fromPlan(plan::Plan source, const LoadOptions &opts) {
   std::unique_ptr<Program> prog(new Program());
   prog->plan = std::move(source);
-  if (auto err = prog->layOut())
+  if (auto err = prog->layOut(opts))
     return std::move(err);
   if (auto err = prog->prepare())
     return std::move(err);
-  if (auto err = loadInitializers(prog->plan,
-                                  [&](int id) -> cpu::TensorRef & {
-                                    return prog->tensors[id];
-                                  }))
+  if (auto err = prog->loadWeights())
     return std::move(err);
   return std::move(prog);
 }
 
-llvm::Error Program::layOut() {
-  uint64_t gpuBytes = 0;
-  for (const plan::Tensor &t : plan.tensors()) {
-    if (!dtypeFromOnnx(t.dtype()))
-      return makeError("tensor '" + t.name() + "' has unknown dtype code " +
-                       llvm::Twine(t.dtype()));
-    if (t.tier() != plan::TIER_GPU)
-      return makeError("tensor '" + t.name() +
-                       "' lives in a tier this runtime does not have yet");
-    gpuBytes = std::max(gpuBytes, t.offset() + t.size_bytes());
+llvm::Error Program::layOut(const LoadOptions &opts) {
+  TierLayout tiers[3];
+  for (const plan::TierInfo &info : plan.tiers()) {
+    if (!plan::Tier_IsValid(info.tier()))
+      return makeError("corrupt plan: unknown tier " +
+                       llvm::Twine(info.tier()));
+    TierLayout &l = tiers[info.tier()];
+    if (l.described)
+      return makeError("corrupt plan: the " + tierName(info.tier()) +
+                       " tier is described twice");
+    l.described = true;
+    l.capacity = info.capacity();
+    l.peak = info.peak();
+    l.alignment = info.alignment() ? info.alignment() : 64;
   }
-  for (const plan::TierInfo &tier : plan.tiers())
-    if (tier.tier() == plan::TIER_GPU && tier.peak() < gpuBytes)
-      return makeError("corrupt plan: tensors reach byte " + llvm::Twine(gpuBytes) +
-                       " of the GPU tier but its proven peak is " +
-                       llvm::Twine(tier.peak()));
-  if (auto err = gpu.allocate(gpuBytes))
-    return err;
+
   tensors.resize(plan.tensors_size());
+  places.resize(plan.tensors_size());
   for (int i = 0; i < plan.tensors_size(); ++i) {
     const plan::Tensor &t = plan.tensors(i);
     if (t.id() != static_cast<uint32_t>(i))
       return makeError("corrupt plan: tensor ids are not dense");
-    cpu::TensorRef &ref = tensors[t.id()];
+    if (!dtypeFromOnnx(t.dtype()))
+      return makeError("tensor '" + t.name() + "' has unknown dtype code " +
+                       llvm::Twine(t.dtype()));
+    if (!plan::Tier_IsValid(t.tier()))
+      return makeError("corrupt plan: tensor '" + t.name() +
+                       "' is in unknown tier " + llvm::Twine(t.tier()));
+    cpu::TensorRef &ref = tensors[i];
     ref.dtype = static_cast<DType>(t.dtype());
     ref.shape.assign(t.shape().begin(), t.shape().end());
     if (ref.byteSize() != t.size_bytes())
       return makeError("corrupt plan: tensor '" + t.name() + "' size disagrees with its shape");
-    ref.data = gpu.base() + t.offset();
+    TierLayout &l = tiers[t.tier()];
+    TensorPlace &place = places[i];
+    place.tier = t.tier();
+    place.offset = t.offset();
+    place.extent =
+        llvm::alignTo(std::max<uint64_t>(t.size_bytes(), 1), l.alignment);
+    if (t.offset() % l.alignment)
+      return makeError(
+          "corrupt plan: tensor '" + t.name() + "' starts at byte " +
+          llvm::Twine(t.offset()) + " of the " + tierName(t.tier()) +
+          " tier, not a multiple of its alignment " + llvm::Twine(l.alignment));
+    l.used = true;
+    l.reach = std::max(l.reach, t.offset() + place.extent);
+  }
+
+  for (int tier = 0; tier < 3; ++tier) {
+    TierLayout &l = tiers[tier];
+    llvm::StringRef name = tierName(static_cast<plan::Tier>(tier));
+    if (!l.described)
+      l.peak = l.reach; // hand-written plans may leave a tier undescribed
+    if (l.capacity && l.peak > l.capacity)
+      return makeError("corrupt plan: the " + name + " tier's proven peak " +
+                       llvm::Twine(l.peak) + " exceeds its capacity " +
+                       llvm::Twine(l.capacity));
+    if (l.reach <= l.peak)
+      continue;
+    // Name the tensor that sticks out.
+    for (int i = 0; i < plan.tensors_size(); ++i) {
+      const TensorPlace &p = places[i];
+      if (p.tier == tier && p.offset + p.extent > l.peak)
+        return makeError("corrupt plan: tensor '" + plan.tensors(i).name() +
+                         "' occupies bytes [" + llvm::Twine(p.offset) + ", " +
+                         llvm::Twine(p.offset + p.extent) + ") of the " + name +
+                         " tier, past its proven peak " + llvm::Twine(l.peak));
+    }
+  }
+
+  // The GPU arena is always there (the old single-tier plans), bounded by
+  // the tier's capacity; the CPU arena holds the tier's peak.
+  TierLayout &g = tiers[plan::TIER_GPU];
+  if (auto err = gpu.allocate(g.capacity ? g.capacity : g.peak, g.peak, "gpu"))
+    return err;
+  TierLayout &c = tiers[plan::TIER_CPU];
+  if (c.used)
+    if (auto err = cpu.allocate(c.peak, c.peak, "cpu"))
+      return err;
+  TierLayout &n = tiers[plan::TIER_NVME];
+  if (n.used) {
+    if (n.alignment % kNvmeAlignment)
+      return makeError("corrupt plan: the NVMe tier's alignment is " +
+                       llvm::Twine(n.alignment) +
+                       "; NVMe transfers need a multiple of " +
+                       llvm::Twine(kNvmeAlignment));
+    if (auto err = checkNvmeDir(plan, opts))
+      return err;
+    auto store = createNvmeStore(opts.nvmeDir, n.peak, opts.warn);
+    if (!store)
+      return store.takeError();
+    nvmeStore = std::move(*store);
+  }
+  for (int i = 0; i < plan.tensors_size(); ++i) {
+    const TensorPlace &p = places[i];
+    if (p.tier == plan::TIER_GPU)
+      tensors[i].data = gpu.base() + p.offset;
+    else if (p.tier == plan::TIER_CPU)
+      tensors[i].data = cpu.base() + p.offset;
   }
   return llvm::Error::success();
 }
 
+/// The tiers a copy may move between on each stream.
+static bool copyAllowed(plan::Stream stream, plan::Tier from, plan::Tier to) {
+  using namespace plan;
+  switch (stream) {
+  case STREAM_COMPUTE:
+  case STREAM_COLLECTIVE:
+    return from == TIER_GPU && to == TIER_GPU;
+  case STREAM_HOST:
+    return from == TIER_CPU && to == TIER_CPU;
+  case STREAM_H2D:
+    return from == TIER_CPU && to == TIER_GPU;
+  case STREAM_D2H:
+    return from == TIER_GPU && to == TIER_CPU;
+  case STREAM_NVME:
+    return (from == TIER_NVME && to == TIER_CPU) ||
+           (from == TIER_CPU && to == TIER_NVME);
+  default:
+    return false;
+  }
+}
+
+static llvm::StringRef allowedCopies(plan::Stream stream) {
+  switch (stream) {
+  case plan::STREAM_H2D:
+    return "cpu -> gpu";
+  case plan::STREAM_D2H:
+    return "gpu -> cpu";
+  case plan::STREAM_NVME:
+    return "nvme -> cpu or cpu -> nvme";
+  case plan::STREAM_HOST:
+    return "cpu -> cpu";
+  default:
+    return "gpu -> gpu";
+  }
+}
+
 llvm::Error Program::prepare() {
   int numTensors = plan.tensors_size();
-  auto checkId = [&](int id, const plan::Instruction &inst) -> llvm::Error {
-    if (id < -1 || id >= numTensors)
-      return makeError("corrupt plan: instruction '" + inst.name() +
-                       "' names tensor " + llvm::Twine(id));
-    return llvm::Error::success();
-  };
+  std::vector<uint32_t> signalled(plan.num_events(), 0);
+  uint64_t bounceBytes = 0;
   for (const plan::Instruction &inst : plan.instructions()) {
+    std::string where = "node '" + inst.name() + "' (" + inst.op() + ")";
+    for (int id : inst.inputs())
+      if (id < -1 || id >= numTensors)
+        return makeError("corrupt plan: " + where + " names tensor " +
+                         llvm::Twine(id));
+    for (int id : inst.outputs())
+      if (id < -1 || id >= numTensors)
+        return makeError("corrupt plan: " + where + " names tensor " +
+                         llvm::Twine(id));
+    if (!plan::Stream_IsValid(inst.stream()))
+      return makeError("corrupt plan: " + where + " is on unknown stream " +
+                       llvm::Twine(inst.stream()));
+
     PreparedInstruction p;
     p.source = &inst;
-    p.kernel = inst.domain().empty()     ? cpu::lookupKernel(inst.op())
-               : inst.domain() == "zinc" ? cpu::lookupZincKernel(inst.op())
-                                         : nullptr;
-    if (!p.kernel)
-      return makeError("node '" + inst.name() + "' (" + inst.op() +
-                       "): the cpu backend has no kernel for it");
-    p.attrs = convertAttributes(inst);
-    for (int id : inst.inputs()) {
-      if (auto err = checkId(id, inst))
-        return err;
-      p.inputs.push_back(id < 0 ? nullptr : &tensors[id]);
-    }
-    for (int id : inst.outputs()) {
-      if (auto err = checkId(id, inst))
-        return err;
-      p.outputs.push_back(id < 0 ? nullptr : &tensors[id]);
-    }
+    p.stream = inst.stream();
+    std::string on = where + " on the " + streamName(p.stream) + " stream";
+    bool transferStream = p.stream == plan::STREAM_H2D ||
+                          p.stream == plan::STREAM_D2H ||
+                          p.stream == plan::STREAM_NVME;
+    bool isCopy = inst.domain() == "zinc" &&
+                  (inst.op() == "Copy" || inst.op() == "CopyInto");
     auto noteExtent = [&](int id) {
       if (id < 0)
         return;
-      const plan::Tensor &t = plan.tensors(id);
-      p.gpuHighWater = std::max(p.gpuHighWater, t.offset() + t.size_bytes());
+      const TensorPlace &t = places[id];
+      uint64_t end = t.offset + t.extent;
+      if (t.tier == plan::TIER_GPU)
+        p.gpuHighWater = std::max(p.gpuHighWater, end);
+      else if (t.tier == plan::TIER_CPU)
+        p.cpuHighWater = std::max(p.cpuHighWater, end);
     };
-    for (int id : inst.inputs())
-      noteExtent(id);
-    for (int id : inst.outputs())
-      noteExtent(id);
+
+    if (isCopy) {
+      bool into = inst.op() == "CopyInto";
+      int src = inst.inputs_size() > 0 ? inst.inputs(0) : -1;
+      int dst = into ? (inst.inputs_size() > 1 ? inst.inputs(1) : -1)
+                     : (inst.outputs_size() > 0 ? inst.outputs(0) : -1);
+      if (src < 0 || dst < 0 || inst.inputs_size() != (into ? 2 : 1) ||
+          inst.outputs_size() != (into ? 0 : 1))
+        return makeError("corrupt plan: " + where +
+                         (into ? " takes (src, dst) and has no outputs"
+                               : " takes one input and has one output"));
+      const plan::Tensor &s = plan.tensors(src), &d = plan.tensors(dst);
+      if (s.size_bytes() != d.size_bytes() || src == dst)
+        return makeError("corrupt plan: " + where + " copies '" + s.name() +
+                         "' (" + llvm::Twine(s.size_bytes()) +
+                         " bytes) into '" + d.name() + "' (" +
+                         llvm::Twine(d.size_bytes()) + " bytes)");
+      plan::Tier from = places[src].tier, to = places[dst].tier;
+      if (!copyAllowed(p.stream, from, to))
+        return makeError(on + " copies tensor '" + s.name() + "' in the " +
+                         tierName(from) + " tier to tensor '" + d.name() +
+                         "' in the " + tierName(to) + " tier; the " +
+                         streamName(p.stream) + " stream copies " +
+                         allowedCopies(p.stream));
+      p.kind = InstructionKind::Copy;
+      p.copyBytes = s.size_bytes();
+      p.copySrc = static_cast<const uint8_t *>(tensors[src].data);
+      p.copyDst = static_cast<uint8_t *>(tensors[dst].data);
+      p.copyKind = p.stream == plan::STREAM_H2D   ? CopyKind::H2D
+                   : p.stream == plan::STREAM_D2H ? CopyKind::D2H
+                   : to == plan::TIER_NVME        ? CopyKind::NvmeWrite
+                   : from == plan::TIER_NVME      ? CopyKind::NvmeRead
+                                                  : CopyKind::Local;
+      if (p.copyKind == CopyKind::NvmeRead ||
+          p.copyKind == CopyKind::NvmeWrite) {
+        int host = p.copyKind == CopyKind::NvmeRead ? dst : src;
+        p.nvmeOffset =
+            places[p.copyKind == CopyKind::NvmeRead ? src : dst].offset;
+        // O_DIRECT moves whole sectors: straight to or from the tensor only
+        // when it starts on a sector and its extent holds the last one,
+        // else through the bounce buffer so no neighbour is overwritten.
+        uint64_t span = alignUpToSector(std::max<uint64_t>(p.copyBytes, 1));
+        p.nvmeDirect = places[host].offset % kNvmeAlignment == 0 &&
+                       places[host].extent >= span;
+        if (!p.nvmeDirect)
+          bounceBytes = std::max(bounceBytes, span);
+      }
+      noteExtent(src);
+      noteExtent(dst);
+    } else {
+      if (transferStream)
+        return makeError(
+            on + ": transfer streams run only zinc.Copy and zinc.CopyInto");
+      plan::Tier want =
+          p.stream == plan::STREAM_HOST ? plan::TIER_CPU : plan::TIER_GPU;
+      for (int id : inst.inputs())
+        if (id >= 0 && places[id].tier != want)
+          return makeError(on + " reads tensor '" + plan.tensors(id).name() +
+                           "' in the " + tierName(places[id].tier) + " tier" +
+                           (want == plan::TIER_GPU ? " (missing prefetch?)"
+                                                   : " (missing eviction?)"));
+      for (int id : inst.outputs())
+        if (id >= 0 && places[id].tier != want)
+          return makeError(
+              on + " writes tensor '" + plan.tensors(id).name() + "' in the " +
+              tierName(places[id].tier) + " tier; the " + streamName(p.stream) +
+              " stream works on " + tierName(want) + "-tier tensors");
+      p.kernel = inst.domain().empty()     ? cpu::lookupKernel(inst.op())
+                 : inst.domain() == "zinc" ? cpu::lookupZincKernel(inst.op())
+                                           : nullptr;
+      if (!p.kernel)
+        return makeError(where + ": the cpu backend has no kernel for it");
+      p.attrs = convertAttributes(inst);
+      for (int id : inst.inputs()) {
+        p.inputs.push_back(id < 0 ? nullptr : &tensors[id]);
+        noteExtent(id);
+      }
+      for (int id : inst.outputs()) {
+        p.outputs.push_back(id < 0 ? nullptr : &tensors[id]);
+        noteExtent(id);
+      }
+    }
+
+    // A wait counts the signals of its event that precede it in plan order,
+    // so running the streams concurrently orders exactly what running the
+    // plan in order does, and a wait nothing satisfies is found here rather
+    // than as a hang.
+    for (uint32_t e : inst.wait_events()) {
+      if (e >= plan.num_events())
+        return makeError("corrupt plan: " + where + " waits on event " +
+                         llvm::Twine(e) + " of " +
+                         llvm::Twine(plan.num_events()));
+      if (!signalled[e])
+        return makeError(
+            on + " waits on event " + llvm::Twine(e) +
+            ", which no instruction before it in plan order signals "
+            "(the step would never finish)");
+      p.waits.push_back({e, signalled[e]});
+    }
+    for (uint32_t e : inst.signal_events()) {
+      if (e >= plan.num_events())
+        return makeError("corrupt plan: " + where + " signals event " +
+                         llvm::Twine(e) + " of " +
+                         llvm::Twine(plan.num_events()));
+      ++signalled[e];
+      p.signals.push_back(e);
+    }
     prepared.push_back(std::move(p));
   }
+
+  // NVMe initializers are staged through the bounce buffer as well.
+  for (const plan::Tensor &t : plan.tensors())
+    if (t.tier() == plan::TIER_NVME && t.has_init())
+      bounceBytes = std::max(
+          bounceBytes, alignUpToSector(std::max<uint64_t>(t.size_bytes(), 1)));
+  if (bounceBytes)
+    return bounce.allocate(bounceBytes, bounceBytes, "nvme staging");
+  return llvm::Error::success();
+}
+
+llvm::Error Program::loadWeights() {
+  cpu::TensorRef staging;
+  auto tensorOf = [&](int id) -> cpu::TensorRef & {
+    if (places[id].tier != plan::TIER_NVME)
+      return tensors[id];
+    staging = tensors[id];
+    staging.data = bounce.base();
+    return staging;
+  };
+  auto loaded = [&](int id) -> llvm::Error {
+    if (places[id].tier != plan::TIER_NVME)
+      return llvm::Error::success();
+    uint64_t bytes = plan.tensors(id).size_bytes();
+    if (!bytes)
+      return llvm::Error::success();
+    uint64_t span = alignUpToSector(bytes);
+    std::memset(bounce.base() + bytes, 0, span - bytes);
+    if (auto err = nvmeStore->write(places[id].offset, bounce.base(), bytes))
+      return addContext(std::move(err),
+                        "initializer '" + plan.tensors(id).init().name() + "'");
+    return llvm::Error::success();
+  };
+  return loadInitializers(plan, tensorOf, loaded);
+}
+
+llvm::Error Program::readNvmeTensor(int id, void *dst) const {
+  assert(places[id].tier == plan::TIER_NVME && "not an NVMe tensor");
+  uint64_t bytes = plan.tensors(id).size_bytes();
+  if (!bytes)
+    return llvm::Error::success();
+  // Between steps (saving weights, tests), so a buffer of its own is fine.
+  uint64_t span = alignUpToSector(bytes);
+  std::unique_ptr<void, void (*)(void *)> staging(
+      std::aligned_alloc(kNvmeAlignment, span), std::free);
+  if (!staging)
+    return makeError("cannot allocate " + llvm::Twine(span) +
+                     " bytes to read tensor '" + plan.tensors(id).name() +
+                     "' from the NVMe tier");
+  if (auto err = nvmeStore->read(places[id].offset, staging.get(), bytes))
+    return err;
+  std::memcpy(dst, staging.get(), bytes);
   return llvm::Error::success();
 }
 

@@ -105,16 +105,20 @@ static llvm::Optional<double> readScalar(const cpu::TensorRef &t) {
 }
 
 static llvm::json::Value metricsLine(const StepReport &r) {
-  // No plan of this runtime moves bytes between tiers yet: every counter is
-  // a true zero, kept so the schema is stable for readers.
-  llvm::json::Object bytes{{"h2d", 0},       {"d2h", 0},
-                           {"nvme_read", 0}, {"nvme_write", 0},
-                           {"allgather", 0}, {"reduce_scatter", 0}};
-  llvm::json::Object line{{"step", r.step},
-                          {"seconds", r.seconds},
-                          {"bytes", std::move(bytes)},
-                          {"peak_bytes", llvm::json::Object{{"gpu", r.gpuHighWater},
-                                                            {"cpu", 0}}}};
+  // One rank and no collectives on this backend: allgather and
+  // reduce_scatter are true zeros, kept so the schema is stable for readers.
+  llvm::json::Object bytes{{"h2d", r.bytes.h2d},
+                           {"d2h", r.bytes.d2h},
+                           {"nvme_read", r.bytes.nvmeRead},
+                           {"nvme_write", r.bytes.nvmeWrite},
+                           {"allgather", 0},
+                           {"reduce_scatter", 0}};
+  llvm::json::Object line{
+      {"step", r.step},
+      {"seconds", r.seconds},
+      {"bytes", std::move(bytes)},
+      {"peak_bytes",
+       llvm::json::Object{{"gpu", r.gpuHighWater}, {"cpu", r.cpuHighWater}}}};
   line["loss"] = r.loss ? llvm::json::Value(*r.loss) : llvm::json::Value(nullptr);
   if (r.lossScale) {
     line["loss_scale"] = *r.lossScale;
@@ -141,7 +145,15 @@ static llvm::Error writeWeights(Program &program, llvm::StringRef path) {
   for (const plan::Tensor &t : program.getPlan().tensors()) {
     if (t.role() != plan::ROLE_PARAMETER)
       continue;
-    const cpu::TensorRef &ref = program.tensor(t.id());
+    cpu::TensorRef ref = program.tensor(t.id());
+    std::vector<uint8_t> fromNvme;
+    if (program.place(t.id()).tier == plan::TIER_NVME) {
+      fromNvme.resize(ref.byteSize());
+      if (auto err = program.readNvmeTensor(t.id(), fromNvme.data()))
+        return addContext(std::move(err),
+                          "parameter '" + t.init().name() + "'");
+      ref.data = fromNvme.data();
+    }
     std::vector<float> values(ref.numElements());
     for (size_t i = 0; i < values.size(); ++i) {
       switch (ref.dtype) {
@@ -164,17 +176,40 @@ static llvm::Error writeWeights(Program &program, llvm::StringRef path) {
 static llvm::Error writeTrace(Program &program, llvm::StringRef path,
                               llvm::ArrayRef<std::pair<double, StepResult>> steps) {
   llvm::json::Array events;
+  // One track per stream of the plan, named and ordered by stream.
+  bool present[plan::Stream_ARRAYSIZE] = {};
+  for (const plan::Instruction &inst : program.getPlan().instructions())
+    present[inst.stream()] = true;
+  for (int s = 0; s < plan::Stream_ARRAYSIZE; ++s) {
+    if (!present[s])
+      continue;
+    std::string name =
+        llvm::StringRef(plan::Stream_Name(static_cast<plan::Stream>(s)))
+            .drop_front(7)
+            .lower();
+    events.push_back(
+        llvm::json::Object{{"name", "thread_name"},
+                           {"ph", "M"},
+                           {"pid", 0},
+                           {"tid", s},
+                           {"args", llvm::json::Object{{"name", name}}}});
+    events.push_back(
+        llvm::json::Object{{"name", "thread_sort_index"},
+                           {"ph", "M"},
+                           {"pid", 0},
+                           {"tid", s},
+                           {"args", llvm::json::Object{{"sort_index", s}}}});
+  }
   for (const auto &[offset, step] : steps)
     for (const InstructionTiming &t : step.timings) {
       const plan::Instruction &inst = program.getPlan().instructions(t.instruction);
-      events.push_back(llvm::json::Object{
-          {"name", inst.name()},
-          {"cat", inst.op()},
-          {"ph", "X"},
-          {"ts", (offset + t.start) * 1e6},
-          {"dur", (t.end - t.start) * 1e6},
-          {"pid", 0},
-          {"tid", plan::Stream_Name(static_cast<plan::Stream>(t.stream))}});
+      events.push_back(llvm::json::Object{{"name", inst.name()},
+                                          {"cat", inst.op()},
+                                          {"ph", "X"},
+                                          {"ts", (offset + t.start) * 1e6},
+                                          {"dur", (t.end - t.start) * 1e6},
+                                          {"pid", 0},
+                                          {"tid", t.stream}});
     }
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
@@ -209,9 +244,37 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
         return makeError("corrupt plan: loss scaling names tensor " + llvm::Twine(id) +
                          ", which is not an f32 scalar");
   }
+  // Graph inputs, outputs and the numbers reported each step are read and
+  // written in host memory between steps.
+  auto inHostMemory = [&](uint32_t id, llvm::StringRef what) -> llvm::Error {
+    if (id < static_cast<uint32_t>(plan.tensors_size()) &&
+        program.place(id).tier == plan::TIER_NVME)
+      return makeError("corrupt plan: " + what + " '" +
+                       plan.tensors(id).name() + "' is kept in the NVMe tier");
+    return llvm::Error::success();
+  };
+  for (uint32_t id : plan.inputs())
+    if (auto err = inHostMemory(id, "graph input"))
+      return err;
+  for (uint32_t id : plan.outputs())
+    if (auto err = inHostMemory(id, "graph output"))
+      return err;
+  if (lossId >= 0)
+    if (auto err = inHostMemory(lossId, "the loss"))
+      return err;
+  if (plan.has_loss_scaling())
+    for (uint32_t id :
+         {plan.loss_scaling().scale(), plan.loss_scaling().found_inf()})
+      if (auto err = inHostMemory(id, "loss scaling tensor"))
+        return err;
+  ExecutorOptions execOpts;
+  execOpts.serial = opts.serial;
+  auto executor = Executor::create(program, execOpts);
+  if (!executor)
+    return executor.takeError();
   for (unsigned step = 0; step < opts.steps; ++step) {
     feeder.feed(program, step);
-    auto result = executeStep(program, step + 1, tracing);
+    auto result = (*executor)->run(step + 1, tracing);
     if (!result)
       return addContext(result.takeError(), "step " + llvm::Twine(step));
     StepReport report;
@@ -219,6 +282,8 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
     report.steps = opts.steps;
     report.seconds = result->seconds;
     report.gpuHighWater = result->gpuHighWater;
+    report.cpuHighWater = result->cpuHighWater;
+    report.bytes = result->bytes;
     if (lossId >= 0)
       report.loss = readScalar(program.tensor(lossId));
     if (plan.has_loss_scaling()) {

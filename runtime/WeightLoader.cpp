@@ -128,7 +128,8 @@ static llvm::Error readExternal(const plan::InitializerSource &src,
 }
 
 llvm::Error loadInitializers(const plan::Plan &plan,
-                             llvm::function_ref<cpu::TensorRef &(int)> tensorOf) {
+                             llvm::function_ref<cpu::TensorRef &(int)> tensorOf,
+                             llvm::function_ref<llvm::Error(int)> loaded) {
   onnx::ModelProto model;
   llvm::StringMap<const onnx::TensorProto *> inlineByName;
   bool parsed = false;
@@ -147,19 +148,21 @@ llvm::Error loadInitializers(const plan::Plan &plan,
       fp32.data = staging.data();
     }
     cpu::TensorRef &out = converting ? fp32 : dest;
-    auto finish = [&] {
-      if (!converting)
-        return;
-      auto *bits = static_cast<uint16_t *>(dest.data);
-      for (size_t i = 0; i < staging.size(); ++i)
-        bits[i] = dest.dtype == DType::F16 ? floatToHalf(staging[i])
-                                           : floatToBf16(staging[i]);
+    auto finish = [&]() -> llvm::Error {
+      if (converting) {
+        auto *bits = static_cast<uint16_t *>(dest.data);
+        for (size_t i = 0; i < staging.size(); ++i)
+          bits[i] = dest.dtype == DType::F16 ? floatToHalf(staging[i])
+                                             : floatToBf16(staging[i]);
+      }
+      return loaded ? loaded(t.id()) : llvm::Error::success();
     };
     const plan::InitializerSource &src = t.init();
     if (!src.file().empty()) {
       if (auto err = readExternal(src, out))
         return err;
-      finish();
+      if (auto err = finish())
+        return err;
       continue;
     }
     if (!parsed) {
@@ -176,7 +179,8 @@ llvm::Error loadInitializers(const plan::Plan &plan,
                        "changed after compiling?)");
     if (auto err = copyInline(*it->second, out, plan.model_path()))
       return err;
-    finish();
+    if (auto err = finish())
+      return err;
   }
   return llvm::Error::success();
 }

@@ -86,7 +86,10 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  auto program = zinc::rt::Program::load(planPath);
+  zinc::rt::LoadOptions loadOpts;
+  loadOpts.nvmeDir = nvmeDir;
+  loadOpts.warn = [](StringRef msg) { zinc::printWarning(tool, msg); };
+  auto program = zinc::rt::Program::load(planPath, loadOpts);
   if (!program) {
     zinc::printError(tool, program.takeError());
     return 1;
@@ -99,6 +102,10 @@ int main(int argc, char **argv) {
   opts.saveOutputsPath = saveOutputs;
   opts.saveWeightsPath = saveWeights;
   opts.tracePath = tracePath;
+  // ZINC_SERIAL=1: every instruction in plan order on one thread, the
+  // reference the per-stream workers must match (debugging).
+  if (Optional<std::string> serial = sys::Process::GetEnv("ZINC_SERIAL"))
+    opts.serial = !serial->empty() && *serial != "0";
 
   bool terminal = sys::Process::StandardErrIsDisplayed();
   auto start = std::chrono::steady_clock::now();

@@ -1,8 +1,9 @@
-//===- Executor.h - Runs a program's instructions for one step ------------===//
+//===- Executor.h - Runs a program's streams for one step -----------------===//
 #ifndef ZINC_RUNTIME_EXECUTOR_H
 #define ZINC_RUNTIME_EXECUTOR_H
 
 #include "zinc/runtime/Program.h"
+#include <memory>
 #include <vector>
 
 namespace zinc::rt {
@@ -15,17 +16,63 @@ struct InstructionTiming {
   double end = 0;
 };
 
+/// Bytes moved over each link in one step (--metrics "bytes").
+struct TransferBytes {
+  uint64_t h2d = 0;
+  uint64_t d2h = 0;
+  uint64_t nvmeRead = 0;
+  uint64_t nvmeWrite = 0;
+};
+
 struct StepResult {
   double seconds = 0;
-  /// Highest GPU-arena byte any instruction of the step touched.
+  /// Highest GPU-arena byte any instruction of the step touched: the end
+  /// (offset + extent) of the furthest operand.
   uint64_t gpuHighWater = 0;
-  /// Filled only when asked for (tracing).
+  /// The same in the CPU arena.
+  uint64_t cpuHighWater = 0;
+  TransferBytes bytes;
+  /// Filled only when asked for (tracing), in plan order.
   std::vector<InstructionTiming> timings;
 };
 
-/// Runs every instruction once, in plan order on the compute stream; `step`
-/// is the 1-based step number the optimizer updates see. Errors name the
-/// node: "node 'MatMul_3' (MatMul): ...".
+struct ExecutorOptions {
+  /// Run every instruction in plan order on the calling thread instead of a
+  /// worker per stream: the reference the concurrent run must match bit for
+  /// bit, and easier to debug (zinc-run: ZINC_SERIAL=1).
+  bool serial = false;
+};
+
+/// Runs a program's steps: one worker thread per stream of the plan,
+/// created once and reused every step, each running its stream's
+/// instructions in plan order, waiting on and signalling events; the step
+/// ends when every stream is through. A failing instruction stops every
+/// stream (waiters are woken) and its error, "node 'X' (Op): ...", is the
+/// step's. Nothing is allocated per step except when timings are recorded.
+class Executor {
+public:
+  static llvm::Expected<std::unique_ptr<Executor>>
+  create(Program &program, const ExecutorOptions &opts = {});
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// One step; `step` is the 1-based step number the optimizer updates see.
+  /// Inputs must have been fed. Not reentrant.
+  llvm::Expected<StepResult> run(int64_t step, bool recordTimings);
+
+  /// Worker threads (0 in serial mode).
+  unsigned numThreads() const;
+
+  struct Impl;
+
+private:
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+/// Runs every instruction once in plan order on the calling thread (the
+/// serial reference, no threads); `step` is the 1-based step number.
 llvm::Expected<StepResult> executeStep(Program &program, int64_t step,
                                        bool recordTimings);
 

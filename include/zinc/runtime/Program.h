@@ -3,38 +3,100 @@
 #define ZINC_RUNTIME_PROGRAM_H
 
 #include "zinc/plan/PlanFile.h"
+#include "zinc/runtime/NvmeStore.h"
 #include "zinc/runtime/cpu/Kernel.h"
 #include "llvm/Support/Error.h"
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace zinc::rt {
 
-/// One tier's memory: a single allocation made at start-up, 64-byte aligned.
+/// One tier's memory: a single mapping made at start-up, page (4096-byte)
+/// aligned, so O_DIRECT transfers can use it. The mapping reserves the
+/// tier's capacity, but only the first `usable` bytes (the plan's proven
+/// peak, rounded up to a page) are readable and writable: a kernel that
+/// strays past the last tensor of the tier faults instead of silently
+/// reading some other memory. The usable bytes start zeroed and are touched
+/// at start-up, so no step pays for first-touch faults.
 class Arena {
 public:
-  llvm::Error allocate(uint64_t bytes);
-  uint8_t *base() const { return data.get(); }
-  uint64_t size() const { return bytes; }
+  Arena() = default;
+  ~Arena();
+  Arena(const Arena &) = delete;
+  Arena &operator=(const Arena &) = delete;
+
+  /// Maps `capacity` bytes (at least `usable`) and opens the first `usable`.
+  llvm::Error allocate(uint64_t capacity, uint64_t usable,
+                       llvm::StringRef tierName);
+  uint8_t *base() const { return data; }
+  /// Readable and writable bytes from base().
+  uint64_t size() const { return usableBytes; }
+  /// Bytes the mapping reserves (the tier's capacity).
+  uint64_t reserved() const { return mappedBytes; }
 
 private:
-  struct Free {
-    void operator()(uint8_t *p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, Free> data;
-  uint64_t bytes = 0;
+  uint8_t *data = nullptr;
+  uint64_t usableBytes = 0;
+  uint64_t mappedBytes = 0;
 };
+
+/// How an instruction runs.
+enum class InstructionKind {
+  Kernel, ///< the op's cpu kernel
+  Copy,   ///< zinc.Copy / zinc.CopyInto: bytes from one buffer to another
+};
+
+/// Which link a copy moves bytes over (what --metrics counts).
+enum class CopyKind { Local, H2D, D2H, NvmeRead, NvmeWrite };
 
 /// An instruction resolved against the arenas, ready to run.
 struct PreparedInstruction {
   const plan::Instruction *source = nullptr;
+  InstructionKind kind = InstructionKind::Kernel;
+  plan::Stream stream = plan::STREAM_COMPUTE;
   cpu::KernelFn kernel = nullptr;
   AttributeList attrs;
   std::vector<const cpu::TensorRef *> inputs;
   std::vector<cpu::TensorRef *> outputs;
-  /// End offset (offset + size) of the furthest operand in the GPU arena,
-  /// for the measured high-water mark.
+
+  /// Copies: the link, the bytes, the buffers (null on the NVMe side, which
+  /// `nvmeOffset` addresses) and whether an NVMe transfer can go straight
+  /// between the CPU tensor and the file (aligned, with room for the whole
+  /// sectors) or must pass through the program's bounce buffer.
+  CopyKind copyKind = CopyKind::Local;
+  uint64_t copyBytes = 0;
+  const uint8_t *copySrc = nullptr;
+  uint8_t *copyDst = nullptr;
+  uint64_t nvmeOffset = 0;
+  bool nvmeDirect = false;
+
+  /// Events: wait until event `first` was signalled `second` times this step
+  /// (the signals that precede this instruction in plan order).
+  std::vector<std::pair<uint32_t, uint32_t>> waits;
+  std::vector<uint32_t> signals;
+
+  /// End (offset + extent) of the furthest operand in the GPU and CPU
+  /// arenas, for the measured high-water marks.
   uint64_t gpuHighWater = 0;
+  uint64_t cpuHighWater = 0;
+};
+
+/// How to load a plan.
+struct LoadOptions {
+  /// Directory for the NVMe tier's file (zinc-run --nvme-dir); required by
+  /// plans that keep tensors in the NVMe tier.
+  std::string nvmeDir;
+  /// Receives one-line warnings (the NVMe tier falling back to buffered I/O).
+  std::function<void(llvm::StringRef)> warn;
+};
+
+/// Where a tensor lives.
+struct TensorPlace {
+  plan::Tier tier = plan::TIER_GPU;
+  uint64_t offset = 0;
+  /// alignTo(max(size_bytes, 1), the tier's alignment): what it occupies.
+  uint64_t extent = 0;
 };
 
 /// Everything zinc-run needs in memory to run steps. Allocates all memory in
@@ -43,25 +105,44 @@ class Program {
 public:
   /// Reads and checks the plan, lays out the tiers, prepares instructions
   /// and loads every initializer into its home tier.
-  static llvm::Expected<std::unique_ptr<Program>> load(llvm::StringRef planPath);
+  static llvm::Expected<std::unique_ptr<Program>>
+  load(llvm::StringRef planPath, const LoadOptions &opts = {});
   /// The same from a plan already in memory (tests, embedders).
-  static llvm::Expected<std::unique_ptr<Program>> fromPlan(plan::Plan plan);
+  static llvm::Expected<std::unique_ptr<Program>>
+  fromPlan(plan::Plan plan, const LoadOptions &opts = {});
 
   const plan::Plan &getPlan() const { return plan; }
+  /// A tensor's view; NVMe-tier tensors have no host buffer (data is null).
   cpu::TensorRef &tensor(int id) { return tensors[id]; }
   const cpu::TensorRef &tensor(int id) const { return tensors[id]; }
+  const TensorPlace &place(int id) const { return places[id]; }
   std::vector<PreparedInstruction> &instructions() { return prepared; }
   const Arena &gpuArena() const { return gpu; }
+  const Arena &cpuArena() const { return cpu; }
+  /// The NVMe tier, or null when the plan keeps nothing there.
+  NvmeStore *nvme() const { return nvmeStore.get(); }
+  /// Staging for NVMe transfers that cannot go direct (kIoAlignment-aligned).
+  uint8_t *bounceBuffer() const { return bounce.base(); }
+
+  /// Reads an NVMe-tier tensor's bytes into `dst` (tests, --save-weights).
+  llvm::Error readNvmeTensor(int id, void *dst) const;
 
 private:
-  llvm::Error layOut();
+  llvm::Error layOut(const LoadOptions &opts);
   llvm::Error prepare();
+  llvm::Error loadWeights();
 
   plan::Plan plan;
-  Arena gpu;
+  Arena gpu, cpu, bounce;
+  std::unique_ptr<NvmeStore> nvmeStore;
   std::vector<cpu::TensorRef> tensors;
+  std::vector<TensorPlace> places;
   std::vector<PreparedInstruction> prepared;
 };
+
+/// "the plan keeps N bytes in the NVMe tier; give --nvme-dir=DIR" when the
+/// plan has NVMe tensors and `opts` names no directory.
+llvm::Error checkNvmeDir(const plan::Plan &plan, const LoadOptions &opts);
 
 } // namespace zinc::rt
 

@@ -2,6 +2,7 @@
 #ifndef ZINC_RUNTIME_STEPLOOP_H
 #define ZINC_RUNTIME_STEPLOOP_H
 
+#include "zinc/runtime/Executor.h"
 #include "zinc/runtime/Program.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -17,6 +18,8 @@ struct RunOptions {
   std::string saveOutputsPath;
   std::string saveWeightsPath;
   std::string tracePath;
+  /// Run the plan in order on one thread instead of a worker per stream.
+  bool serial = false;
 };
 
 /// What one step did, for the tool to print.
@@ -26,6 +29,9 @@ struct StepReport {
   llvm::Optional<double> loss;
   double seconds = 0;
   uint64_t gpuHighWater = 0;
+  uint64_t cpuHighWater = 0;
+  /// Bytes each link moved this step.
+  TransferBytes bytes;
   /// With fp16 loss scaling: the scale the next step uses, and whether this
   /// step overflowed and so changed no weight.
   llvm::Optional<double> lossScale;

@@ -13,9 +13,13 @@ namespace zinc::rt {
 /// external ones straight from their data files. Errors name the
 /// initializer and the file (missing, short, unreadable). A 16-bit State
 /// with an initializer (a parameter's compute-precision copy) gets the fp32
-/// initializer rounded to its dtype.
-llvm::Error loadInitializers(const plan::Plan &plan,
-                             llvm::function_ref<cpu::TensorRef &(int)> tensorOf);
+/// initializer rounded to its dtype. `loaded`, when given, runs after each
+/// tensor's bytes are in its buffer (the NVMe tier stages them through one
+/// host buffer and writes each out there).
+llvm::Error
+loadInitializers(const plan::Plan &plan,
+                 llvm::function_ref<cpu::TensorRef &(int)> tensorOf,
+                 llvm::function_ref<llvm::Error(int)> loaded = nullptr);
 
 } // namespace zinc::rt
 

@@ -1,0 +1,54 @@
+//===- NvmeStore.h - The NVMe tier as the executor sees it ----------------===//
+//
+// The executor's view of the NVMe tier: a flat byte range read and written in
+// whole 4096-byte sectors from 4096-aligned host buffers (O_DIRECT's rules).
+// The implementation is the storage library's NvmeTier (libaio, O_DIRECT);
+// the interface keeps the executor independent of it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZINC_RUNTIME_NVMESTORE_H
+#define ZINC_RUNTIME_NVMESTORE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace zinc::rt {
+
+/// Alignment of NVMe offsets, host buffers and transfer spans.
+constexpr uint64_t kNvmeAlignment = 4096;
+
+/// `bytes` rounded up to whole NVMe sectors.
+constexpr uint64_t alignUpToSector(uint64_t bytes) {
+  return (bytes + kNvmeAlignment - 1) / kNvmeAlignment * kNvmeAlignment;
+}
+
+class NvmeStore {
+public:
+  virtual ~NvmeStore();
+  /// Reads [offset, offset + alignUpToSector(bytes)) of the tier into `dst`
+  /// and returns when the bytes are there. `offset` and `dst` must be
+  /// kNvmeAlignment-aligned and `dst` must hold the whole sectors.
+  virtual llvm::Error read(uint64_t offset, void *dst, uint64_t bytes) = 0;
+  /// Writes the whole sectors from `src` to the tier at `offset` and returns
+  /// when they landed.
+  virtual llvm::Error write(uint64_t offset, const void *src,
+                            uint64_t bytes) = 0;
+  /// The tier's file, for diagnostics.
+  virtual llvm::StringRef path() const = 0;
+};
+
+/// Creates a zero-filled tier of `bytes` (rounded up to a sector) in a file
+/// under `dir`, removed when the store is destroyed. Fails naming the
+/// directory when the file cannot be created or the disk lacks the space.
+/// `warn` receives one-line
+/// warnings (buffered I/O where the filesystem refuses O_DIRECT).
+llvm::Expected<std::unique_ptr<NvmeStore>>
+createNvmeStore(llvm::StringRef dir, uint64_t bytes,
+                std::function<void(llvm::StringRef)> warn = nullptr);
+
+} // namespace zinc::rt
+
+#endif

@@ -1,0 +1,155 @@
+//===- NvmeTest.cpp - The NVMe tier through the executor ------------------===//
+#include "PlanBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace zinc;
+using namespace zinc::rt;
+using namespace zinc::rt::test;
+
+namespace {
+
+class NvmeTier : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("zinc-nvme-test", dir));
+  }
+  void TearDown() override {
+    if (!dir.empty())
+      llvm::sys::fs::remove_directories(dir);
+  }
+  LoadOptions options() const {
+    LoadOptions opts;
+    opts.nvmeDir = std::string(dir);
+    return opts;
+  }
+  llvm::SmallString<128> dir;
+};
+
+/// Runs the plan concurrently and in plan order from the same start and
+/// checks the host tensors agree bit for bit; returns the concurrent run.
+std::unique_ptr<Program> runBoth(const plan::Plan &plan,
+                                 const LoadOptions &opts,
+                                 const std::function<void(Program &)> &init,
+                                 std::vector<StepResult> &results,
+                                 int steps = 2) {
+  std::unique_ptr<Program> out;
+  std::vector<std::vector<uint8_t>> first;
+  for (bool serial : {false, true}) {
+    std::unique_ptr<Program> p = loadOrFail(plan, opts);
+    if (!p)
+      return nullptr;
+    init(*p);
+    auto executor = Executor::create(*p, {serial});
+    EXPECT_TRUE(static_cast<bool>(executor));
+    if (!executor)
+      return nullptr;
+    for (int s = 1; s <= steps; ++s) {
+      auto r = (*executor)->run(s, false);
+      EXPECT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+      if (!r)
+        return nullptr;
+      if (!serial)
+        results.push_back(*r);
+    }
+    executor->reset();
+    if (!serial) {
+      first = snapshot(*p);
+      out = std::move(p);
+    } else {
+      EXPECT_EQ(first, snapshot(*p))
+          << "the concurrent run differs from plan order";
+    }
+  }
+  return out;
+}
+
+// CPU -> NVMe -> CPU -> GPU and back: the bytes survive the trip, whether the
+// CPU tensors are sector aligned (direct O_DIRECT transfers) or not (through
+// the bounce buffer), and the NVMe traffic is counted.
+TEST_F(NvmeTier, RoundTrip) {
+  for (uint64_t cpuAlign : {64, 4096}) {
+    SCOPED_TRACE("cpu alignment " + std::to_string(cpuAlign));
+    const int64_t n = 1000; // 4000 bytes: not a whole sector
+    PlanBuilder b;
+    b.setAlignment(plan::TIER_CPU, cpuAlign);
+    int src = b.tensor("src", {n}, plan::TIER_CPU, 1, plan::ROLE_STATE);
+    int guard = b.tensor("guard", {n}, plan::TIER_CPU);
+    int stored = b.tensor("stored", {n}, plan::TIER_NVME, 1, plan::ROLE_STATE);
+    int back = b.tensor("back", {n}, plan::TIER_CPU);
+    int after = b.tensor("after", {n}, plan::TIER_CPU);
+    int onGpu = b.tensor("back.gpu", {n});
+    int doubled = b.tensor("doubled", {n});
+    int result = b.tensor("doubled.cpu", {n}, plan::TIER_CPU);
+    b.add("write", "Copy", {src}, {stored}, plan::STREAM_NVME, {}, {0});
+    b.add("read", "Copy", {stored}, {back}, plan::STREAM_NVME, {0}, {1});
+    b.add("fetch", "Copy", {back}, {onGpu}, plan::STREAM_H2D, {1}, {2});
+    b.add("double", "Add", {onGpu, onGpu}, {doubled}, plan::STREAM_COMPUTE, {2},
+          {3});
+    b.add("evict", "Copy", {doubled}, {result}, plan::STREAM_D2H, {3});
+    std::vector<StepResult> results;
+    auto init = [&](Program &p) {
+      setValues(p, src, 3, 0.75f);
+      setValues(p, guard, 7, 7);
+      setValues(p, after, -7, 7);
+    };
+    std::unique_ptr<Program> p = runBoth(b.finish(), options(), init, results);
+    ASSERT_TRUE(p);
+    std::vector<float> s = values(*p, src), r = values(*p, result);
+    EXPECT_EQ(values(*p, back), s);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(r[i], s[i] + s[i]);
+    // The sector-rounded transfers clobbered no neighbour.
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(values(*p, guard)[i], 7 + 7.0f * (i % 97)) << i;
+      EXPECT_EQ(values(*p, after)[i], -7 + 7.0f * (i % 97)) << i;
+    }
+    std::vector<float> fromTier(n);
+    ASSERT_EQ(messageOf(p->readNvmeTensor(stored, fromTier.data())), "");
+    EXPECT_EQ(fromTier, s);
+    for (const StepResult &res : results) {
+      EXPECT_EQ(res.bytes.nvmeWrite, uint64_t(n * 4));
+      EXPECT_EQ(res.bytes.nvmeRead, uint64_t(n * 4));
+      EXPECT_EQ(res.bytes.h2d, uint64_t(n * 4));
+      EXPECT_EQ(res.bytes.d2h, uint64_t(n * 4));
+    }
+  }
+}
+
+// A parameter whose home is NVMe is loaded there from its external-data
+// file, through the staging buffer.
+TEST_F(NvmeTier, InitializerLoadsStraightIntoTheTier) {
+  const int64_t n = 3000;
+  std::vector<float> weights(n);
+  for (int64_t i = 0; i < n; ++i)
+    weights[i] = 0.5f * i - 17;
+  llvm::SmallString<128> dataPath(dir);
+  llvm::sys::path::append(dataPath, "weights.bin");
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(dataPath, ec);
+    ASSERT_FALSE(ec);
+    os.write("skip", 4); // the initializer starts at offset 4
+    os.write(reinterpret_cast<const char *>(weights.data()), n * 4);
+  }
+  PlanBuilder b;
+  int w = b.tensor("w", {n}, plan::TIER_NVME, 1, plan::ROLE_PARAMETER);
+  plan::InitializerSource *init = b.plan.mutable_tensors(w)->mutable_init();
+  init->set_name("w");
+  init->set_file(std::string(dataPath));
+  init->set_offset(4);
+  init->set_length(n * 4);
+  int c = b.tensor("w.cpu", {n}, plan::TIER_CPU);
+  b.add("read", "Copy", {w}, {c}, plan::STREAM_NVME);
+  std::vector<StepResult> results;
+  std::unique_ptr<Program> p = runBoth(
+      b.finish(), options(), [](Program &) {}, results, 1);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(values(*p, c), weights);
+  std::vector<float> fromTier(n);
+  ASSERT_EQ(messageOf(p->readNvmeTensor(w, fromTier.data())), "");
+  EXPECT_EQ(fromTier, weights);
+}
+
+} // namespace
