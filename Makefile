@@ -26,11 +26,13 @@ build: deps
 
 run: build
 	mkdir -p $(RUN_DIR)
+	mkdir -p $(RUN_DIR)/nvme
 	$(BUILD)/tools/zinc-compile examples/gpt/gpt.onnx --mode=train --optimizer=adamw \
-	  --lr=3e-3 -o $(RUN_DIR)/gpt.zplan --report=$(RUN_DIR)/report.json
+	  --lr=3e-3 --offload-optimizer=nvme --offload-params=cpu \
+	  -o $(RUN_DIR)/gpt.zplan --report=$(RUN_DIR)/report.json
 	$(BUILD)/tools/zinc-run $(RUN_DIR)/gpt.zplan --backend=cpu --steps=64 \
-	  --data=examples/gpt/data.safetensors --metrics=$(RUN_DIR)/metrics.jsonl \
-	  --save-weights=$(RUN_DIR)/weights.safetensors
+	  --data=examples/gpt/data.safetensors --nvme-dir=$(RUN_DIR)/nvme \
+	  --metrics=$(RUN_DIR)/metrics.jsonl --save-weights=$(RUN_DIR)/weights.safetensors
 	@echo "zinc: plan, report, metrics and trained weights are in $(RUN_DIR)/"
 
 test: build
