@@ -229,6 +229,7 @@ static Error compile() {
     pipeline += ",mixed-precision";
   if (pipeline != "dce")
     pipeline += ",dce";
+  pipeline += ",schedule";
   if (auto err = pm.parsePipeline(pipeline))
     return err;
   if (auto err = pm.run(**graph))

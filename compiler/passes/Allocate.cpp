@@ -2,9 +2,11 @@
 //
 // Lays out each tier (TierLayout: best-fit static offsets over live
 // intervals) and checks the peaks against the capacities. When the GPU tier
-// overflows, activations that sit idle across the peak are spilled: evicted
-// to the CPU after their last use before the peak and prefetched back after
-// it, which is the activation offloading of ZeRO-Offload. This repeats until
+// overflows, activations that sit idle across the peak stop being kept:
+// recomputed just before their next use when their node is cheap and its
+// inputs are at hand anyway (activation checkpointing), else spilled:
+// evicted to the CPU after their last use before the peak and fetched back
+// ahead of the next (the activation offloading of ZeRO-Offload). This repeats until
 // the GPU fits or nothing is left to spill; then the diagnostic names the
 // smallest GPU capacity this plan reached, which is one that would fit.
 //
@@ -99,6 +101,59 @@ void spill(ir::Graph &g, const SpillCandidate &c, int64_t time) {
         operand = again;
 }
 
+/// Ops whose cost is a pass over their output: recomputing one in backward
+/// is cheaper than moving its result out and back. Products and
+/// convolutions are not.
+bool cheapToRecompute(const ir::Node &n) {
+  static const char *const expensive[] = {
+      "MatMul", "Gemm", "Conv", "ConvTranspose", "SoftmaxCrossEntropyLoss",
+      "NegativeLogLikelihoodLoss", "Constant", "ConstantOfShape", "Range", "Shape"};
+  return n.domain.empty() && n.stream == ir::Stream::Compute &&
+         !llvm::is_contained(expensive, llvm::StringRef(n.opType)) &&
+         llvm::count_if(n.outputs, [](const ir::Value *o) { return o; }) == 1;
+}
+
+/// Rematerialisation: when `c.value`'s node is cheap and every one of its
+/// inputs is on the GPU and live at the next use anyway, a copy of the node
+/// right before that use replaces keeping the value across the gap. Returns
+/// false (and changes nothing) when that does not hold.
+bool recompute(ir::Graph &g, const SpillCandidate &c) {
+  ir::Value *v = c.value;
+  ir::Node *def = v->def;
+  if (!def || !cheapToRecompute(*def))
+    return false;
+  auto nodes = g.nodes();
+  for (ir::Value *in : def->inputs) {
+    if (!in)
+      continue;
+    if (in->tier != ir::Tier::Gpu)
+      return false;
+    if (isPersistent(g, *in))
+      continue;
+    bool usedLater = false;
+    for (size_t i = c.firstAfter; i < nodes.size() && !usedLater; ++i)
+      usedLater = llvm::is_contained(nodes[i]->inputs, in);
+    if (!usedLater)
+      return false;
+  }
+  std::vector<ir::Node *> laterUsers;
+  for (size_t i = c.firstAfter; i < nodes.size(); ++i)
+    if (llvm::is_contained(nodes[i]->inputs, v))
+      laterUsers.push_back(nodes[i].get());
+  std::string name = g.uniqueValueName(v->name + "@recompute");
+  ir::Value *again = g.addValue(name, v->dtype, v->shape, ir::ValueRole::Activation);
+  llvm::SmallVector<ir::Value *, 4> outputs;
+  for (ir::Value *out : def->outputs)
+    outputs.push_back(out == v ? again : nullptr);
+  g.insertNode(nodes[c.firstAfter].get(), def->opType, g.uniqueNodeName(name),
+               def->inputs, outputs, def->attrs, def->domain);
+  for (ir::Node *user : laterUsers)
+    for (ir::Value *&operand : user->inputs)
+      if (operand == v)
+        operand = again;
+  return true;
+}
+
 llvm::Error checkTier(const TierLayout &layout, ir::Tier tier, uint64_t capacity,
                       llvm::StringRef flag) {
   uint64_t peak = layout.peak[static_cast<unsigned>(tier)];
@@ -123,7 +178,8 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
     auto candidate = pickSpill(g, layout.peakTime[0]);
     if (!candidate)
       break;
-    spill(g, *candidate, layout.peakTime[0]);
+    if (!recompute(g, *candidate))
+      spill(g, *candidate, layout.peakTime[0]);
     changed = true;
     layout = computeTierLayout(g);
     // Progress is the packed peak or, through fragmentation, the live bytes
