@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
+#include "SliceGeometry.h"
 #include "Kernels.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -241,62 +242,15 @@ Error runSlice(const KernelCall &call) {
     return e;
   const TensorRef &in = *call.input(0);
   TensorRef &out = *call.output(0);
-  int64_t rank = in.rank();
   Dims starts = sliceList(call, "starts", 1), ends = sliceList(call, "ends", 2),
        axes = sliceList(call, "axes", 3), steps = sliceList(call, "steps", 4);
-  size_t n = starts.size();
-  if (axes.empty())
-    for (size_t i = 0; i < n; ++i)
-      axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty())
-    steps.assign(n, 1);
-  if (ends.size() != n || axes.size() != n || steps.size() != n)
-    return kernelError("Slice: starts, ends, axes and steps differ in length");
-
-  Dims inStrides = contiguousStrides(in.shape);
-  Dims shape(in.shape.begin(), in.shape.end()), strides = inStrides;
-  SmallVector<bool, 6> seen(rank, false);
-  int64_t base = 0;
-  for (size_t i = 0; i < n; ++i) {
-    auto axisOr = normalizeAxis(axes[i], rank);
-    if (!axisOr)
-      return axisOr.takeError();
-    int64_t axis = *axisOr;
-    if (seen[axis])
-      return kernelError("Slice: axis " + Twine(axes[i]) + " appears twice");
-    seen[axis] = true;
-    int64_t dim = in.shape[axis], step = steps[i];
-    if (step == 0)
-      return kernelError("Slice: step is zero for axis " + Twine(axes[i]));
-    // Any step beyond the dimension takes at most one element; clamping
-    // keeps -step from overflowing for INT64_MIN.
-    step = std::clamp<int64_t>(step, -std::max<int64_t>(dim, 1),
-                               std::max<int64_t>(dim, 1));
-    int64_t start = starts[i], end = ends[i];
-    if (start < 0)
-      start += dim;
-    if (end < 0)
-      end += dim;
-    int64_t count;
-    if (dim == 0) {
-      count = 0;
-    } else if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      count = end > start ? (end - start + step - 1) / step : 0;
-    } else {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      count = start > end ? (start - end - step - 1) / -step : 0;
-    }
-    shape[axis] = count;
-    strides[axis] = step * inStrides[axis];
-    if (count > 0)
-      base += start * inStrides[axis];
-  }
-  if (Error e = checkOutputShape(call, out, shape))
+  auto view = computeSliceView("Slice", in.shape, starts, ends, axes, steps);
+  if (!view)
+    return view.takeError();
+  if (Error e = checkOutputShape(call, out, view->shape))
     return e;
-  copyView(out.data, in.data, dtypeSize(in.dtype), shape, strides, base);
+  copyView(out.data, in.data, dtypeSize(in.dtype), view->shape, view->strides,
+           view->base);
   return Error::success();
 }
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "../KernelUtil.h"
 #include "../Kernels.h"
+#include "../SliceGeometry.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cstring>
@@ -70,14 +71,6 @@ static void zeroTensor(TensorRef &t) {
 // SliceGrad(dy, starts, ends, axes?, steps?) -> dx, attribute shape
 //===----------------------------------------------------------------------===//
 
-/// Where a Slice of `shape` lands: the view's shape, its element strides
-/// into the sliced tensor (negative for negative steps) and the offset of
-/// its first element, following the ONNX clamping rules.
-struct SliceView {
-  Dims shape, strides;
-  int64_t base = 0;
-};
-
 static llvm::Expected<SliceView> sliceView(const KernelCall &call,
                                            ArrayRef<int64_t> shape) {
   auto list = [&](size_t i) {
@@ -85,57 +78,7 @@ static llvm::Expected<SliceView> sliceView(const KernelCall &call,
     return t ? loadIndexList(*t) : Dims();
   };
   Dims starts = list(1), ends = list(2), axes = list(3), steps = list(4);
-  size_t n = starts.size();
-  if (axes.empty())
-    for (size_t i = 0; i < n; ++i)
-      axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty())
-    steps.assign(n, 1);
-  if (ends.size() != n || axes.size() != n || steps.size() != n)
-    return kernelError(call.opType +
-                       ": starts, ends, axes and steps differ in length");
-  int64_t rank = static_cast<int64_t>(shape.size());
-  Dims full = contiguousStrides(shape);
-  SliceView v{Dims(shape.begin(), shape.end()), full, 0};
-  SmallVector<bool, 6> seen(rank, false);
-  for (size_t i = 0; i < n; ++i) {
-    auto axisOr = normalizeAxis(axes[i], rank);
-    if (!axisOr)
-      return axisOr.takeError();
-    int64_t axis = *axisOr;
-    if (seen[axis])
-      return kernelError(call.opType + ": axis " + Twine(axes[i]) +
-                         " appears twice");
-    seen[axis] = true;
-    int64_t dim = shape[axis], step = steps[i];
-    if (step == 0)
-      return kernelError(call.opType + ": step is zero for axis " +
-                         Twine(axes[i]));
-    step = std::clamp<int64_t>(step, -std::max<int64_t>(dim, 1),
-                               std::max<int64_t>(dim, 1));
-    int64_t start = starts[i], end = ends[i];
-    if (start < 0)
-      start += dim;
-    if (end < 0)
-      end += dim;
-    int64_t count;
-    if (dim == 0) {
-      count = 0;
-    } else if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      count = end > start ? (end - start + step - 1) / step : 0;
-    } else {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      count = start > end ? (start - end - step - 1) / -step : 0;
-    }
-    v.shape[axis] = count;
-    v.strides[axis] = step * full[axis];
-    if (count > 0)
-      v.base += start * full[axis];
-  }
-  return v;
+  return computeSliceView(call.opType, shape, starts, ends, axes, steps);
 }
 
 /// Writes the contiguous `src` into the view of `dst` with the given shape
