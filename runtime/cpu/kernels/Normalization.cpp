@@ -21,13 +21,6 @@ static constexpr int64_t kParallelMin = int64_t(1) << 15;
 /// Columns handled together when the normalised axis is not innermost.
 static constexpr int64_t kColumnBlock = 64;
 
-static int64_t product(llvm::ArrayRef<int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims)
-    p *= d;
-  return p;
-}
-
 /// Checks that X and Y exist, are floats of one type and the same shape.
 static llvm::Error checkFloatSameShape(const KernelCall &call) {
   const TensorRef *x = call.input(0);
@@ -115,11 +108,11 @@ static llvm::Error runSoftmaxFamily(const KernelCall &call) {
     return axisOr.takeError();
   llvm::ArrayRef<int64_t> shape = x.shape;
   int64_t axis = std::min<int64_t>(*axisOr, shape.size());
-  int64_t outer = product(shape.take_front(axis));
-  int64_t d = flatten ? product(shape.drop_front(axis))
+  int64_t outer = numElements(shape.take_front(axis));
+  int64_t d = flatten ? numElements(shape.drop_front(axis))
                       : (shape.empty() ? 1 : shape[axis]);
   int64_t inner =
-      flatten || shape.empty() ? 1 : product(shape.drop_front(axis + 1));
+      flatten || shape.empty() ? 1 : numElements(shape.drop_front(axis + 1));
   if (outer * d * inner == 0)
     return llvm::Error::success();
   bool parallel = outer * d * inner >= kParallelMin;
@@ -183,7 +176,7 @@ expandAffine(const KernelCall &call, const TensorRef &t,
                        " of shape " + formatShape(t.shape) +
                        " for normalised shape " + formatShape(norm));
   }
-  std::vector<C> out(product(norm));
+  std::vector<C> out(numElements(norm));
   llvm::SmallVector<int64_t, 6> strides = broadcastStrides(shape, norm);
   llvm::SmallVector<int64_t, 6> outStrides = contiguousStrides(norm);
   visitDType(t.dtype, [&](auto tag) {
@@ -239,8 +232,8 @@ llvm::Error runLayerNormalization(const KernelCall &call) {
   llvm::ArrayRef<int64_t> shape = x.shape;
   int64_t axis = std::min<int64_t>(*axisOr, shape.size());
   llvm::ArrayRef<int64_t> norm = shape.drop_front(axis);
-  int64_t outer = product(shape.take_front(axis));
-  int64_t d = product(norm);
+  int64_t outer = numElements(shape.take_front(axis));
+  int64_t d = numElements(norm);
   double epsilon = call.attrs.getFloat("epsilon", 1e-5);
 
   std::vector<double> means(outer), invStd(outer);
