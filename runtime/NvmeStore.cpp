@@ -34,8 +34,13 @@ static_assert(kNvmeAlignment == storage::kIoAlignment,
 
 llvm::Expected<std::unique_ptr<NvmeStore>>
 createNvmeStore(llvm::StringRef dir, uint64_t bytes,
-                std::function<void(llvm::StringRef)> warn) {
+                std::function<void(llvm::StringRef)> warn, const NvmeIoOptions &io) {
   storage::NvmeTierOptions options;
+  if (io.blockBytes)
+    options.blockBytes = io.blockBytes;
+  if (io.queueDepth)
+    options.queueDepth = io.queueDepth;
+  options.validate = io.validate;
   options.dir = dir.str();
   options.capacityBytes = alignUpToSector(std::max<uint64_t>(bytes, 1));
   options.warn = std::move(warn);

@@ -250,7 +250,7 @@ llvm::Error Program::layOut(const LoadOptions &opts) {
                        llvm::Twine(kNvmeAlignment));
     if (auto err = checkNvmeDir(plan, opts))
       return err;
-    auto store = createNvmeStore(opts.nvmeDir, n.peak, opts.warn);
+    auto store = createNvmeStore(opts.nvmeDir, n.peak, opts.warn, opts.nvmeIo);
     if (!store)
       return store.takeError();
     nvmeStore = std::move(*store);

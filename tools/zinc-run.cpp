@@ -2,6 +2,7 @@
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/StepLoop.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/Size.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -25,6 +26,15 @@ static cl::opt<std::string> backend("backend", cl::desc("cpu or cuda (default cp
 static cl::opt<std::string> nvmeDir("nvme-dir",
                                     cl::desc("Directory for the NVMe tier's files"),
                                     cl::value_desc("DIR"), cl::cat(runCategory));
+static cl::opt<std::string> nvmeBlockSize(
+    "nvme-block-size", cl::desc("Bytes per NVMe request (default 1MiB)"),
+    cl::value_desc("SIZE"), cl::cat(runCategory));
+static cl::opt<unsigned> nvmeQueueDepth(
+    "nvme-queue-depth", cl::desc("NVMe requests in flight (default 32)"), cl::init(0),
+    cl::cat(runCategory));
+static cl::opt<bool> nvmeValidate(
+    "nvme-validate", cl::desc("Re-read every NVMe write and compare (slow; for debugging)"),
+    cl::cat(runCategory));
 static cl::opt<uint64_t> seed("seed", cl::desc("Seed for synthetic inputs"),
                               cl::init(0), cl::cat(runCategory));
 static cl::opt<std::string> metricsPath("metrics",
@@ -88,6 +98,21 @@ int main(int argc, char **argv) {
 
   zinc::rt::LoadOptions loadOpts;
   loadOpts.nvmeDir = nvmeDir;
+  if (!nvmeBlockSize.empty()) {
+    auto size = zinc::parseSize(nvmeBlockSize);
+    if (!size) {
+      zinc::printError(tool, zinc::addContext(size.takeError(), "--nvme-block-size"));
+      return 1;
+    }
+    if (*size == 0 || *size % 4096) {
+      zinc::printError(tool, zinc::makeError("--nvme-block-size must be a positive "
+                                             "multiple of 4096 (O_DIRECT sectors)"));
+      return 1;
+    }
+    loadOpts.nvmeIo.blockBytes = *size;
+  }
+  loadOpts.nvmeIo.queueDepth = nvmeQueueDepth;
+  loadOpts.nvmeIo.validate = nvmeValidate;
   loadOpts.warn = [](StringRef msg) { zinc::printWarning(tool, msg); };
   auto program = zinc::rt::Program::load(planPath, loadOpts);
   if (!program) {

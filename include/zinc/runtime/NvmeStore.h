@@ -40,6 +40,16 @@ public:
   virtual llvm::StringRef path() const = 0;
 };
 
+/// How the NVMe tier does its I/O (zinc-run's --nvme-* flags).
+struct NvmeIoOptions {
+  /// Bytes per request; 0: the storage library's default (1 MiB).
+  uint64_t blockBytes = 0;
+  /// Requests in flight; 0: the storage library's default (32).
+  unsigned queueDepth = 0;
+  /// Re-read every write and compare (debugging; slow).
+  bool validate = false;
+};
+
 /// Creates a zero-filled tier of `bytes` (rounded up to a sector) in a file
 /// under `dir`, removed when the store is destroyed. Fails naming the
 /// directory when the file cannot be created or the disk lacks the space.
@@ -47,7 +57,8 @@ public:
 /// warnings (buffered I/O where the filesystem refuses O_DIRECT).
 llvm::Expected<std::unique_ptr<NvmeStore>>
 createNvmeStore(llvm::StringRef dir, uint64_t bytes,
-                std::function<void(llvm::StringRef)> warn = nullptr);
+                std::function<void(llvm::StringRef)> warn = nullptr,
+                const NvmeIoOptions &io = {});
 
 } // namespace zinc::rt
 

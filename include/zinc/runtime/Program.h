@@ -89,6 +89,8 @@ struct LoadOptions {
   std::string nvmeDir;
   /// Receives one-line warnings (the NVMe tier falling back to buffered I/O).
   std::function<void(llvm::StringRef)> warn;
+  /// Block size, queue depth and validation of the NVMe tier's I/O.
+  NvmeIoOptions nvmeIo;
 };
 
 /// Where a tensor lives.
