@@ -51,6 +51,10 @@ llvm::Error placeAndAllocate(
       // Parameters never live nearer the GPU than the master weights.
       if (!training || opt != ir::Tier::Gpu || par == ir::Tier::Gpu)
         tries.push_back({opt, par});
+  if (tries.empty())
+    return makeError("--offload-params=" + ir::tierName(candidates(params).front()) +
+                     " needs the optimizer off the GPU too (--offload-optimizer=cpu or "
+                     "nvme): its fp32 master weights would otherwise stay in GPU memory");
   bool searching = tries.size() > 1;
   llvm::Error lastError = llvm::Error::success();
   for (auto [opt, par] : tries) {
