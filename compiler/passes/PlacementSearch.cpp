@@ -72,9 +72,11 @@ llvm::Error placeAndAllocate(
     llvm::Error err = runPlacement(*candidate, ctx, configure);
     if (!err) {
       llvm::consumeError(std::move(lastError));
-      if (searching)
+      if (searching && training)
         note("placement: optimizer states and master weights in " +
              ir::tierName(opt) + ", parameters in " + ir::tierName(par));
+      else if (searching)
+        note("placement: parameters in " + ir::tierName(par));
       g = std::move(candidate);
       return llvm::Error::success();
     }
