@@ -26,10 +26,6 @@ public:
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
-bool isTransfer(const ir::Node &n) {
-  return n.domain == "zinc" && (n.opType == "Copy" || n.opType == "CopyInto");
-}
-
 /// A GPU activation idle across `time`: its last use before and first use
 /// after, as node indices.
 struct SpillCandidate {
