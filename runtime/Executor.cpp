@@ -329,7 +329,7 @@ Executor::create(Program &program, const ExecutorOptions &opts) {
                        " stream's thread: " + e.what());
     }
   }
-  return std::move(executor);
+  return executor;
 }
 
 llvm::Expected<StepResult> Executor::run(int64_t step, bool recordTimings) {

@@ -142,7 +142,7 @@ Program::load(llvm::StringRef planPath, const LoadOptions &opts) {
     return plan.takeError();
   // About the command line, not the plan: no file prefix.
   if (auto err = checkNvmeDir(*plan, opts))
-    return std::move(err);
+    return err;
   auto prog = fromPlan(std::move(*plan), opts);
   if (!prog)
     return addContext(prog.takeError(), planPath);
@@ -154,12 +154,12 @@ Program::fromPlan(plan::Plan source, const LoadOptions &opts) {
   std::unique_ptr<Program> prog(new Program());
   prog->plan = std::move(source);
   if (auto err = prog->layOut(opts))
-    return std::move(err);
+    return err;
   if (auto err = prog->prepare())
-    return std::move(err);
+    return err;
   if (auto err = prog->loadWeights())
-    return std::move(err);
-  return std::move(prog);
+    return err;
+  return prog;
 }
 
 llvm::Error Program::layOut(const LoadOptions &opts) {

@@ -107,7 +107,7 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
         reinterpret_cast<const uint8_t *>(data.data()) + *begin, *end - *begin);
     file.entries[name] = view;
   }
-  return std::move(file);
+  return file;
 }
 
 const SafetensorView *SafetensorsFile::find(llvm::StringRef name) const {

@@ -189,11 +189,11 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
     }
   }
   if (auto err = checkTier(layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem"))
-    return std::move(err);
+    return err;
   if (auto err = checkTier(layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))
-    return std::move(err);
+    return err;
   if (auto err = checkTier(layout, ir::Tier::Nvme, mem.nvmeCapacity, "nvme-mem"))
-    return std::move(err);
+    return err;
   return changed;
 }
 

@@ -214,7 +214,7 @@ llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
   size_t before = g.nodes().size();
   Mover mover(g, ctx.memory);
   if (auto err = mover.run())
-    return std::move(err);
+    return err;
   return g.nodes().size() != before;
 }
 

@@ -336,7 +336,7 @@ llvm::Expected<bool> MixedPrecision::run(ir::Graph &g, PassContext &ctx) {
 
   Rewriter rewriter(g, compute);
   if (auto err = rewriter.run(loss, seed, opts))
-    return std::move(err);
+    return err;
   return true;
 }
 

@@ -87,9 +87,9 @@ llvm::Expected<Harness> build(llvm::StringRef text, const GradCheckOptions &opts
   passes::PassManager pm(ctx);
   pm.setVerifyEach(true);
   if (auto err = pm.parsePipeline("build-training"))
-    return std::move(err);
+    return err;
   if (auto err = pm.run(**graph))
-    return std::move(err);
+    return err;
   auto loss = findLossOutput(**graph, "loss");
   if (!loss)
     return loss.takeError();
@@ -112,7 +112,7 @@ llvm::Expected<Harness> build(llvm::StringRef text, const GradCheckOptions &opts
   if (!program)
     return program.takeError();
   h.program = std::move(*program);
-  return std::move(h);
+  return h;
 }
 
 } // namespace
