@@ -5,6 +5,7 @@
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/support/Error.h"
 #include "llvm/Support/raw_ostream.h"
+#include <tuple>
 
 namespace zinc {
 
@@ -55,9 +56,19 @@ llvm::Error placeAndAllocate(
     return makeError("--offload-params=" + ir::tierName(candidates(params).front()) +
                      " needs the optimizer off the GPU too (--offload-optimizer=cpu or "
                      "nvme): its fp32 master weights would otherwise stay in GPU memory");
-  bool searching = tries.size() > 1;
-  llvm::Error lastError = llvm::Error::success();
+  // Each placement is tried with the requested prefetch distance, then,
+  // if that overflows, with prefetches issued just before their use: the
+  // shallowest prefetching keeps the fewest copies alive at once.
+  unsigned distance = ctx.memory.prefetchDistance;
+  std::vector<std::tuple<ir::Tier, ir::Tier, unsigned>> attempts;
   for (auto [opt, par] : tries) {
+    attempts.push_back({opt, par, distance});
+    if (distance > 0)
+      attempts.push_back({opt, par, 0});
+  }
+  bool searching = attempts.size() > 1;
+  llvm::Error lastError = llvm::Error::success();
+  for (auto [opt, par, depth] : attempts) {
     std::unique_ptr<ir::Graph> candidate;
     if (searching) {
       auto clone = cloneGraph(*g);
@@ -69,14 +80,16 @@ llvm::Error placeAndAllocate(
     }
     ctx.memory.optimizerTier = opt;
     ctx.memory.paramsTier = par;
+    ctx.memory.prefetchDistance = depth;
     llvm::Error err = runPlacement(*candidate, ctx, configure);
     if (!err) {
       llvm::consumeError(std::move(lastError));
+      std::string how = depth == distance ? "" : ", prefetching just before use";
       if (searching && training)
         note("placement: optimizer states and master weights in " +
-             ir::tierName(opt) + ", parameters in " + ir::tierName(par));
+             ir::tierName(opt) + ", parameters in " + ir::tierName(par) + how);
       else if (searching)
-        note("placement: parameters in " + ir::tierName(par));
+        note("placement: parameters in " + ir::tierName(par) + how);
       g = std::move(candidate);
       return llvm::Error::success();
     }
