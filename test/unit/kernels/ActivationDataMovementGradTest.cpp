@@ -21,15 +21,6 @@ namespace {
 
 using V = std::vector<double>;
 
-V randomValues(int64_t n, double low, double high, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(low, high);
-  V v(n);
-  for (double &x : v)
-    x = dist(rng);
-  return v;
-}
-
 /// `values` rounded to `dtype` and widened back.
 V rounded(DType dtype, const V &values) {
   return visitDType(dtype, [&](auto tag) -> V {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <random>
 #include <vector>
 
 namespace zinc::cpu::test {
@@ -92,43 +93,35 @@ inline std::string errorText(llvm::Error e) {
   return e ? llvm::toString(std::move(e)) : std::string();
 }
 
-inline Attribute intAttr(const std::string &name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.kind = AttrKind::Int;
-  a.i = v;
-  return a;
-}
+// Short names for the support library's attribute makers.
+inline Attribute intAttr(const std::string &name, int64_t v) { return makeIntAttr(name, v); }
 inline Attribute intsAttr(const std::string &name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.kind = AttrKind::Ints;
-  a.ints = std::move(v);
-  return a;
+  return makeIntsAttr(name, v);
 }
 inline Attribute floatAttr(const std::string &name, double v) {
-  Attribute a;
-  a.name = name;
-  a.kind = AttrKind::Float;
-  a.f = v;
-  return a;
+  return makeFloatAttr(name, v);
 }
 inline Attribute stringAttr(const std::string &name, const std::string &v) {
-  Attribute a;
-  a.name = name;
-  a.kind = AttrKind::String;
-  a.s = v;
-  return a;
+  return makeStringAttr(name, v);
 }
 inline Attribute tensorAttr(const std::string &name, const OwnedTensor &t) {
-  Attribute a;
-  a.name = name;
-  a.kind = AttrKind::Tensor;
-  a.tensor.dtype = t.ref.dtype;
-  a.tensor.shape.assign(t.ref.shape.begin(), t.ref.shape.end());
+  TensorData data;
+  data.dtype = t.ref.dtype;
+  data.shape.assign(t.ref.shape.begin(), t.ref.shape.end());
   const auto *p = static_cast<const uint8_t *>(t.ref.data);
-  a.tensor.bytes.assign(p, p + t.ref.byteSize());
-  return a;
+  data.bytes.assign(p, p + t.ref.byteSize());
+  return makeTensorAttr(name, std::move(data));
+}
+
+/// `n` values uniform in [low, high), from a fixed seed.
+inline std::vector<double> randomValues(int64_t n, double low, double high,
+                                        unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(low, high);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = dist(rng);
+  return v;
 }
 
 inline AttributeList attrs(std::initializer_list<Attribute> list) {

@@ -19,15 +19,6 @@ namespace {
 
 using V = std::vector<double>;
 
-V randomValues(int64_t n, double low, double high, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(low, high);
-  V v(n);
-  for (double &x : v)
-    x = dist(rng);
-  return v;
-}
-
 /// An operand: its values and shape, or an integer tensor used as is.
 struct Operand {
   V values;
