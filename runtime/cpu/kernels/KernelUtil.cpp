@@ -57,6 +57,20 @@ broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
   return out;
 }
 
+llvm::Expected<SoftmaxGeometry> softmaxGeometry(llvm::ArrayRef<int64_t> shape,
+                                                int64_t axisAttr, bool flatten) {
+  auto axisOr = normalizeAxis(axisAttr, static_cast<int64_t>(shape.size()));
+  if (!axisOr)
+    return axisOr.takeError();
+  int64_t axis = std::min<int64_t>(*axisOr, shape.size());
+  SoftmaxGeometry g;
+  g.outer = zinc::numElements(shape.take_front(axis));
+  g.d = flatten ? zinc::numElements(shape.drop_front(axis))
+                : (shape.empty() ? 1 : shape[axis]);
+  g.inner = flatten || shape.empty() ? 1 : zinc::numElements(shape.drop_front(axis + 1));
+  return g;
+}
+
 llvm::Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= std::max<int64_t>(rank, 1))

@@ -107,6 +107,15 @@ void forEachStrided(llvm::ArrayRef<int64_t> shape,
   }
 }
 
+/// A softmax-family op's view of its input as [outer, d, inner] with the
+/// reduction over d: one axis (opset 13+), or everything from `axis` on
+/// flattened into d (`flatten`, the form before opset 13).
+struct SoftmaxGeometry {
+  int64_t outer = 1, d = 1, inner = 1;
+};
+llvm::Expected<SoftmaxGeometry> softmaxGeometry(llvm::ArrayRef<int64_t> shape,
+                                                int64_t axis, bool flatten);
+
 /// Normalises a possibly negative axis against `rank`; an error naming the
 /// axis when out of range.
 llvm::Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank);

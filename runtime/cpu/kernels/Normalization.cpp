@@ -102,17 +102,11 @@ static llvm::Error runSoftmaxFamily(const KernelCall &call) {
   const TensorRef &x = *call.input(0);
   TensorRef &y = *call.output(0);
   bool flatten = call.opsetVersion < 13;
-  auto axisOr =
-      normalizeAxis(call.attrs.getInt("axis", flatten ? 1 : -1), x.rank());
-  if (!axisOr)
-    return axisOr.takeError();
-  llvm::ArrayRef<int64_t> shape = x.shape;
-  int64_t axis = std::min<int64_t>(*axisOr, shape.size());
-  int64_t outer = numElements(shape.take_front(axis));
-  int64_t d = flatten ? numElements(shape.drop_front(axis))
-                      : (shape.empty() ? 1 : shape[axis]);
-  int64_t inner =
-      flatten || shape.empty() ? 1 : numElements(shape.drop_front(axis + 1));
+  auto geometry =
+      softmaxGeometry(x.shape, call.attrs.getInt("axis", flatten ? 1 : -1), flatten);
+  if (!geometry)
+    return geometry.takeError();
+  int64_t outer = geometry->outer, d = geometry->d, inner = geometry->inner;
   if (outer * d * inner == 0)
     return llvm::Error::success();
   bool parallel = outer * d * inner >= kParallelMin;

@@ -96,17 +96,11 @@ static llvm::Error runSoftmaxGradFamily(const KernelCall &call) {
           {{y, "input 0 (y)"}, {dy, "input 1 (dy)"}, {dx, "output 0 (dx)"}}))
     return err;
   bool flatten = call.attrs.getInt("flatten", 0) != 0;
-  auto axisOr =
-      normalizeAxis(call.attrs.getInt("axis", flatten ? 1 : -1), y->rank());
-  if (!axisOr)
-    return axisOr.takeError();
-  llvm::ArrayRef<int64_t> shape = y->shape;
-  int64_t axis = std::min<int64_t>(*axisOr, shape.size());
-  int64_t outer = numElements(shape.take_front(axis));
-  int64_t d = flatten ? numElements(shape.drop_front(axis))
-                      : (shape.empty() ? 1 : shape[axis]);
-  int64_t inner =
-      flatten || shape.empty() ? 1 : numElements(shape.drop_front(axis + 1));
+  auto geometry =
+      softmaxGeometry(y->shape, call.attrs.getInt("axis", flatten ? 1 : -1), flatten);
+  if (!geometry)
+    return geometry.takeError();
+  int64_t outer = geometry->outer, d = geometry->d, inner = geometry->inner;
   if (outer * d * inner == 0)
     return llvm::Error::success();
   bool parallel = outer * d * inner >= kParallelMin;
