@@ -34,22 +34,30 @@ static std::string bindValue(onnx::ValueInfoProto &vi,
 
 /// Forgets symbolic names nobody bound, so that what shape inference infers
 /// replaces them instead of being merged with a name that means nothing.
-static void clearUnbound(onnx::ValueInfoProto &vi) {
+static void clearUnbound(onnx::ValueInfoProto &vi, DimSymbols &cleared) {
   if (!vi.has_type() || !vi.type().has_tensor_type() ||
       !vi.type().tensor_type().has_shape())
     return;
+  llvm::SmallVector<std::string, 4> names;
+  bool any = false;
   for (onnx::TensorShapeProto::Dimension &d : *vi.mutable_type()
                                                    ->mutable_tensor_type()
                                                    ->mutable_shape()
-                                                   ->mutable_dim())
-    if (d.has_dim_param())
+                                                   ->mutable_dim()) {
+    names.push_back(d.has_dim_param() ? d.dim_param() : "");
+    if (d.has_dim_param()) {
+      any = true;
       d.clear_dim_param();
+    }
+  }
+  if (any)
+    cleared[vi.name()] = std::move(names);
 }
 
 llvm::Error bindDimensions(onnx::GraphProto &graph,
                            const llvm::StringMap<int64_t> &dims,
                            const llvm::StringSet<> &initializerNames,
-                           const WarningHandler &warn) {
+                           const WarningHandler &warn, DimSymbols &cleared) {
   // std::map: errors and warnings must come out in a deterministic order.
   std::map<std::string, int64_t> sorted;
   for (const auto &entry : dims) {
@@ -86,11 +94,11 @@ llvm::Error bindDimensions(onnx::GraphProto &graph,
   }
   for (onnx::ValueInfoProto &vi : *graph.mutable_output()) {
     bindValue(vi, dims, seen);
-    clearUnbound(vi);
+    clearUnbound(vi, cleared);
   }
   for (onnx::ValueInfoProto &vi : *graph.mutable_value_info()) {
     bindValue(vi, dims, seen);
-    clearUnbound(vi);
+    clearUnbound(vi, cleared);
   }
 
   for (const auto &entry : sorted)

@@ -14,6 +14,8 @@
 #include "compiler/frontend/OnnxUtil.h"
 #include "compiler/frontend/OpSupport.h"
 #include "compiler/frontend/ReshapeFallback.h"
+#include "compiler/frontend/ShapeFolding.h"
+#include "compiler/frontend/ConstantEvaluator.h"
 #include "onnx/checker.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
@@ -113,26 +115,90 @@ collectConstants(const onnx::GraphProto &graph) {
   return constants;
 }
 
-static llvm::Error checkOps(const onnx::GraphProto &graph) {
+/// True for the ops folding may remove although zinc has no kernel for
+/// them: Shape arithmetic (Size, Mod, Floor, ...) on sizes --dim fixes.
+static bool isFoldableOnly(const onnx::NodeProto &node) {
+  return isDefaultDomain(node.domain()) &&
+         (node.op_type() == "Size" || canEvaluate(node.op_type()));
+}
+
+/// Refuses ops zinc lacks. Before folding (`beforeFolding`), an op the
+/// folder can evaluate passes: whether it folds is known only once shapes
+/// are; the check after folding refuses whatever stayed.
+static llvm::Error checkOps(const onnx::GraphProto &graph, bool beforeFolding) {
   llvm::StringMap<const onnx::TensorProto *> constants =
       collectConstants(graph);
   auto lookup = [&](llvm::StringRef name) -> const onnx::TensorProto * {
     auto it = constants.find(name);
     return it == constants.end() ? nullptr : it->second;
   };
-  for (int i = 0; i < graph.node_size(); ++i)
-    if (llvm::Error err = checkOpSupported(graph.node(i), lookup))
+  for (int i = 0; i < graph.node_size(); ++i) {
+    llvm::Error err = checkOpSupported(graph.node(i), lookup);
+    if (err && beforeFolding && isFoldableOnly(graph.node(i))) {
+      llvm::consumeError(std::move(err));
+      continue;
+    }
+    if (err)
       return addContext(std::move(err), describeNode(graph.node(i), i));
+  }
   return llvm::Error::success();
+}
+
+static int64_t defaultOpset(const onnx::ModelProto &model) {
+  for (const onnx::OperatorSetIdProto &opset : model.opset_import())
+    if (isDefaultDomain(opset.domain()))
+      return opset.version();
+  return 0;
+}
+
+/// Shape inference, then folding of whatever shapes and constants decide,
+/// until a round folds nothing: each folded Reshape target or Range can make
+/// the shapes after it static, which the next round's Shape nodes fold.
+static llvm::Error inferAndFoldShapes(onnx::ModelProto &model) {
+  int64_t opset = defaultOpset(model);
+  for (;;) {
+    if (llvm::Error err = runShapeInference(model))
+      return err;
+    llvm::StringMap<const onnx::TypeProto *> types =
+        collectValueTypes(model.graph());
+    if (!foldShapeComputations(*model.mutable_graph(), opset, types))
+      return llvm::Error::success();
+  }
 }
 
 /// After shape inference: every node's element types are ones zinc and the
 /// op accept, every value has a static shape, and graph inputs and
 /// initializers no node uses are still of a type zinc can hold.
+/// Why `out` has no static shape: the first dimension without a size, by the
+/// symbol the exporter gave it where there was one.
+static std::string describeUnknownDim(llvm::StringRef out,
+                                      const onnx::TypeProto *type,
+                                      const DimSymbols &symbols) {
+  if (!type || !type->has_tensor_type() || !type->tensor_type().has_shape())
+    return "";
+  const auto &dims = type->tensor_type().shape().dim();
+  for (int i = 0; i < dims.size(); ++i) {
+    if (dims[i].has_dim_value() && dims[i].dim_value() >= 0)
+      continue;
+    std::string symbol;
+    auto it = symbols.find(out);
+    if (it != symbols.end() && i < static_cast<int>(it->second.size()))
+      symbol = it->second[i];
+    if (symbol.empty() && dims[i].has_dim_param())
+      symbol = dims[i].dim_param();
+    return ": dimension " + std::to_string(i) +
+           (symbol.empty() ? "" : " ('" + symbol + "')") +
+           " is not a constant once --dim values are bound and shape "
+           "computations folded";
+  }
+  return "";
+}
+
 static llvm::Error
 checkTypesAndShapes(const onnx::GraphProto &graph,
                     llvm::ArrayRef<InitializerInfo> initializers,
-                    const llvm::StringMap<const onnx::TypeProto *> &types) {
+                    const llvm::StringMap<const onnx::TypeProto *> &types,
+                    const DimSymbols &symbols) {
   llvm::StringMap<int> initTypes;
   for (const InitializerInfo &init : initializers)
     initTypes[init.ref.name] = init.elemType;
@@ -160,9 +226,11 @@ checkTypesAndShapes(const onnx::GraphProto &graph,
                          "; zinc supports tensors only");
       if (it == types.end() || !elementType(*it->second) ||
           !staticShape(*it->second))
-        return makeError(describeNode(node, i) +
-                         ": cannot infer a static shape for output '" + out +
-                         "'");
+        return makeError(
+            describeNode(node, i) + ": cannot infer a static shape for output '" +
+            out + "'" +
+            describeUnknownDim(out, it == types.end() ? nullptr : it->second,
+                               symbols));
     }
   }
   for (const onnx::ValueInfoProto &vi : graph.input()) {
@@ -211,18 +279,22 @@ importModel(llvm::StringRef path, const ImportOptions &opts,
 
   // Unsupported ops first: onnx's checker would call an op it does not know
   // an invalid model, while for the user it is an op zinc lacks.
-  if (llvm::Error err = checkOps(graph))
+  if (llvm::Error err = checkOps(graph, /*beforeFolding=*/true))
     return err;
   detachExternalInitializers(graph);
   if (llvm::Error err = runChecker(model))
     return err;
-  if (llvm::Error err = bindDimensions(graph, opts.dims, initNames, warn))
+  DimSymbols symbols;
+  if (llvm::Error err =
+          bindDimensions(graph, opts.dims, initNames, warn, symbols))
     return err;
-  if (llvm::Error err = runShapeInference(model))
+  if (llvm::Error err = inferAndFoldShapes(model))
+    return err;
+  if (llvm::Error err = checkOps(graph, /*beforeFolding=*/false))
     return err;
 
   llvm::StringMap<const onnx::TypeProto *> types = collectValueTypes(graph);
-  if (llvm::Error err = checkTypesAndShapes(graph, *initializers, types))
+  if (llvm::Error err = checkTypesAndShapes(graph, *initializers, types, symbols))
     return err;
   return buildGraph(model, *initializers, types, absPath);
 }

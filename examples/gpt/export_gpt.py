@@ -68,51 +68,64 @@ OPSET = 17
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self):
+    def __init__(self, dropout=0.0):
         super().__init__()
         self.q = nn.Linear(D_MODEL, D_MODEL)
         self.k = nn.Linear(D_MODEL, D_MODEL)
         self.v = nn.Linear(D_MODEL, D_MODEL)
         self.proj = nn.Linear(D_MODEL, D_MODEL)
+        self.attn_drop = nn.Dropout(dropout)
+        self.resid_drop = nn.Dropout(dropout)
         # True where a query may attend a key (key position <= query position).
         self.register_buffer(
             "allowed", torch.tril(torch.ones(SEQ, SEQ, dtype=torch.bool)),
             persistent=False)
 
-    def heads(self, t):
-        # [B, T, C] -> [B, H, T, C/H]; fixed sizes, so the graph has constant
-        # Reshape shapes instead of Shape/Gather chains.
-        return t.reshape(BATCH, SEQ, N_HEAD, D_MODEL // N_HEAD).transpose(1, 2)
+    @staticmethod
+    def heads(t):
+        # [B, T, C] -> [B, H, T, C/H]. The sizes come from the tensor, as
+        # users write it: exported with dynamic axes they are Shape -> Gather
+        # chains that zinc folds once --dim binds batch and seq.
+        b, t_len, _ = t.shape
+        return t.reshape(b, t_len, N_HEAD, D_MODEL // N_HEAD).transpose(1, 2)
 
     def forward(self, x):
+        b, t_len, _ = x.shape
         q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(D_MODEL // N_HEAD)
-        scores = scores.masked_fill(~self.allowed, float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        y = torch.matmul(probs, v).transpose(1, 2).reshape(BATCH, SEQ, D_MODEL)
-        return self.proj(y)
+        scores = scores.masked_fill(~self.allowed[:t_len, :t_len], float("-inf"))
+        probs = self.attn_drop(torch.softmax(scores, dim=-1))
+        y = torch.matmul(probs, v).transpose(1, 2).reshape(b, t_len, D_MODEL)
+        return self.resid_drop(self.proj(y))
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, dropout=0.0):
         super().__init__()
         self.ln1 = nn.LayerNorm(D_MODEL)
-        self.attn = CausalSelfAttention()
+        self.attn = CausalSelfAttention(dropout)
         self.ln2 = nn.LayerNorm(D_MODEL)
         self.fc = nn.Linear(D_MODEL, D_FF)
         self.out = nn.Linear(D_FF, D_MODEL)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)))))
 
 
 class GPT(nn.Module):
-    def __init__(self):
+    """dropout: the probability of every nn.Dropout (embeddings, attention
+    probabilities, both residual branches), as nanoGPT places them; 0 by
+    default, which an eval-mode export drops and a training-mode export keeps
+    as Dropout nodes of ratio 0. Sequences up to SEQ tokens of any batch."""
+
+    def __init__(self, dropout=0.0):
         super().__init__()
         self.tok_emb = nn.Embedding(VOCAB, D_MODEL)
         self.pos_emb = nn.Parameter(torch.randn(SEQ, D_MODEL) * 0.02)
-        self.blocks = nn.ModuleList([Block() for _ in range(N_LAYER)])
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList([Block(dropout) for _ in range(N_LAYER)])
         self.ln_f = nn.LayerNorm(D_MODEL)
         self.head = nn.Linear(D_MODEL, VOCAB, bias=False)
         # LayerNorm starts at weight 1, bias 0 in PyTorch; the exporter would
@@ -125,12 +138,12 @@ class GPT(nn.Module):
                     m.bias.add_(0.02 * torch.randn_like(m.bias))
 
     def forward(self, tokens, targets):
-        x = self.tok_emb(tokens) + self.pos_emb
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.drop(self.tok_emb(tokens) + self.pos_emb[positions])
         for block in self.blocks:
             x = block(x)
         logits = self.head(self.ln_f(x))
-        return F.cross_entropy(logits.reshape(BATCH * SEQ, VOCAB),
-                               targets.reshape(BATCH * SEQ))
+        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
 
 
 def make_data(seed=SEED):
