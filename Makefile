@@ -35,7 +35,14 @@ run: build
 	  --metrics=$(RUN_DIR)/metrics.jsonl --save-weights=$(RUN_DIR)/weights.safetensors
 	@echo "zinc: plan, report, metrics and trained weights are in $(RUN_DIR)/"
 
-test: build
+# The transformers e2e tests run in a virtualenv with Debian's torch and
+# transformers from PyPI (test/e2e/transformers/requirements.txt).
+TEST_VENV := $(BUILD)/test-venv
+.PHONY: test-venv
+test-venv: deps
+	bash scripts/setup-test-venv.sh $(TEST_VENV)
+
+test: build test-venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Training steps/s of the bundled example, zinc vs PyTorch; JSON in bench/results/.

@@ -219,6 +219,15 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
     }
   }
 
+  // A float initializer that reaches the loss only through ops that carry no
+  // gradient (a causal-mask buffer compared with 0, as nanoGPT's is) gets
+  // none: it is a constant of the model, as it is a buffer in PyTorch, and
+  // no optimizer may touch it (weight decay would change it).
+  llvm::erase_if(trainable, [&](const ir::Value *p) { return !grads.get(p); });
+  if (trainable.empty())
+    return makeError("nothing to train: no gradient from the loss '" +
+                     (*loss)->name + "' reaches an unfrozen float initializer");
+
   // Updates in the order the gradients complete: backward ends at a
   // parameter's first forward use, so the latest-used come first. An update
   // moved to the host can then start while backward is still running.

@@ -20,6 +20,7 @@ Everything is deterministic: fixed seeds, one thread.
 """
 
 import io
+import math
 import os
 import sys
 
@@ -90,7 +91,86 @@ class GPT(export_gpt.GPT):
         return {"tokens": tokens[:STEPS], "targets": targets[:STEPS]}
 
 
-MODELS = {"mlp": MLP, "cnn": CNN, "gpt": GPT}
+class NanoGPT(nn.Module):
+    """A decoder written the way nanoGPT writes one: fused qkv projection
+    split in three, view(B, T, nh, hs) from the input's sizes, a causal-mask
+    buffer sliced to T, positions from torch.arange(0, T), GELU MLP, dropout
+    everywhere, and the LM head tied to the token embedding. Cross-entropy
+    ignores index -1, as nanoGPT's does."""
+
+    VOCAB, BLOCK, N_LAYER, N_HEAD, N_EMBD, BATCH, SEQ = 64, 32, 2, 4, 64, 4, 32
+
+    class Attention(nn.Module):
+        def __init__(self, dropout):
+            super().__init__()
+            c = NanoGPT.N_EMBD
+            self.c_attn = nn.Linear(c, 3 * c)
+            self.c_proj = nn.Linear(c, c)
+            self.attn_dropout = nn.Dropout(dropout)
+            self.resid_dropout = nn.Dropout(dropout)
+            self.register_buffer("bias", torch.tril(torch.ones(NanoGPT.BLOCK, NanoGPT.BLOCK))
+                                 .view(1, 1, NanoGPT.BLOCK, NanoGPT.BLOCK))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            nh = NanoGPT.N_HEAD
+            q, k, v = self.c_attn(x).split(C, dim=2)
+            k = k.view(B, T, nh, C // nh).transpose(1, 2)
+            q = q.view(B, T, nh, C // nh).transpose(1, 2)
+            v = v.view(B, T, nh, C // nh).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = self.attn_dropout(F.softmax(att, dim=-1))
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+
+    class Block(nn.Module):
+        def __init__(self, dropout):
+            super().__init__()
+            c = NanoGPT.N_EMBD
+            self.ln_1 = nn.LayerNorm(c)
+            self.attn = NanoGPT.Attention(dropout)
+            self.ln_2 = nn.LayerNorm(c)
+            self.c_fc = nn.Linear(c, 4 * c)
+            self.c_proj = nn.Linear(4 * c, c)
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.dropout(self.c_proj(F.gelu(self.c_fc(self.ln_2(x)))))
+
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        self.wte = nn.Embedding(self.VOCAB, self.N_EMBD)
+        self.wpe = nn.Embedding(self.BLOCK, self.N_EMBD)
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList([self.Block(dropout) for _ in range(self.N_LAYER)])
+        self.ln_f = nn.LayerNorm(self.N_EMBD)
+        self.lm_head = nn.Linear(self.N_EMBD, self.VOCAB, bias=False)
+        self.wte.weight = self.lm_head.weight  # weight tying
+        with torch.no_grad():  # distinct LayerNorms (see export_gpt.GPT)
+            for m in self.modules():
+                if isinstance(m, nn.LayerNorm):
+                    m.weight.add_(0.02 * torch.randn_like(m.weight))
+                    m.bias.add_(0.02 * torch.randn_like(m.bias))
+
+    def forward(self, idx, targets):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                               ignore_index=-1)
+
+    @classmethod
+    def make_data(cls, rng):
+        tokens, targets = export_gpt.make_data(seed=int(rng.integers(1 << 31)))
+        return {"idx": tokens[:STEPS], "targets": targets[:STEPS]}
+
+
+MODELS = {"mlp": MLP, "cnn": CNN, "gpt": GPT, "nanogpt": NanoGPT}
 
 
 def build(name, seed=0):
@@ -114,6 +194,32 @@ def export(model, data, opset, path_or_file):
                       input_names=list(data), output_names=["loss"],
                       opset_version=opset, do_constant_folding=True,
                       training=torch.onnx.TrainingMode.EVAL)
+
+
+def export_training(model, data, opset, path_or_file):
+    """Export as users do for training: training mode (Dropout and
+    BatchNormalization kept in their training forms), no constant folding,
+    and the batch and sequence axes of every integer input of rank 2 dynamic
+    ("batch", "seq"); other inputs dynamic in their batch axis."""
+    dynamic = {}
+    for name, value in data.items():
+        step = value[0]
+        dynamic[name] = {0: "batch", 1: "seq"} if (
+            step.ndim == 2 and step.dtype.kind == "i") else {0: "batch"}
+    torch.onnx.export(model, step_inputs(data, 0), path_or_file,
+                      input_names=list(data), output_names=["loss"],
+                      opset_version=opset, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      dynamic_axes=dynamic)
+
+
+def dim_flags(data):
+    """zinc-compile --dim flags binding export_training's axes to the data."""
+    step = next(iter(data.values()))[0]
+    flags = ["--dim", "batch=%d" % step.shape[0]]
+    if step.ndim >= 2:
+        flags += ["--dim", "seq=%d" % step.shape[1]]
+    return flags
 
 
 def onnx_initializers(model, data, opset):
@@ -161,9 +267,16 @@ def initializer_map(model, inits):
     initializers merged by the exporter, a constant folded into a weight) is
     an error: zinc and PyTorch would train different things."""
     params = {n: p.detach().numpy() for n, p in model.named_parameters()}
+    buffers = [b.detach().numpy() for _, b in model.named_buffers()]
     out = {}
     for name, value in inits.items():
         if value.dtype.kind != "f":
+            continue
+        # A float buffer (nanoGPT's causal mask) is no parameter: zinc must
+        # leave it as it is, which the weights comparison does not cover.
+        if not any(p.shape == value.shape and np.array_equal(p, value)
+                   for p in params.values()) and any(
+                b.shape == value.shape and np.array_equal(b, value) for b in buffers):
             continue
         hits = []
         for pn, p in params.items():

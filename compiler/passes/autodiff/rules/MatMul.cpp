@@ -4,11 +4,22 @@
 
 namespace zinc::autodiff {
 
-/// Swaps the last two axes.
+/// Swaps the last two axes. Of a value that is itself such a transpose
+/// (the W^T a training-mode export computes for every linear layer), the
+/// value it transposed: backward then reads the parameter, which offloading
+/// prefetches anyway, instead of keeping a transposed copy of every weight
+/// alive from forward to backward.
 static ir::Value *transposeLastTwo(GradientBuilder &b, ir::Value *v) {
   llvm::SmallVector<int64_t, 4> perm(v->shape.size());
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  const ir::Node *def = v->def;
+  if (def && def->domain.empty() && def->opType == "Transpose" &&
+      def->inputs.size() == 1 && def->inputs[0] &&
+      def->inputs[0]->dtype == v->dtype &&
+      llvm::ArrayRef<int64_t>(def->attrs.getInts("perm")) ==
+          llvm::ArrayRef<int64_t>(perm))
+    return def->inputs[0];
   return b.transpose(v, perm);
 }
 
