@@ -149,6 +149,22 @@ TEST(ActivationGrad, CastThroughIntegerCarriesNothing) {
        "double c_ten = {10.0}"});
 }
 
+// CastLike is Cast to like's type; like itself (here a parameter too) gets a
+// zero gradient, as no value of it reaches the loss.
+TEST(ActivationGrad, CastLike) {
+  checkWeighted({{{"a", {3, 4}}, {"b", {2}}},
+                 "  c = CastLike(a, b)\n  y = Mul(c, c)",
+                 {3, 4}});
+  WeightedCase narrow{{{"a", {3, 4}}, {"c_f", {1}}},
+                      "  f = CastLike(a, c_f)\n  s = Tanh(f)\n"
+                      "  y = CastLike(s, c_w)",
+                      {3, 4}};
+  narrow.step = 1e-3;
+  narrow.tolerance = 1e-4;
+  narrow.extraInits = "";
+  checkWeighted(narrow);
+}
+
 TEST(ActivationGrad, Identity) {
   checkWeighted(
       {{{"a", {2, 3}}}, "  i = Identity(a)\n  y = Mul(i, a)", {2, 3}});

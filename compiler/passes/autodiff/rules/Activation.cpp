@@ -167,6 +167,19 @@ llvm::Error gradCast(GradientBuilder &b) {
   return b.setGrad(0, b.cast(b.outputGrad(0), b.input(0)->dtype));
 }
 
+/// CastLike is Cast to like's type; like's values never reach the output, so
+/// its gradient (when one is asked for) is zero.
+llvm::Error gradCastLike(GradientBuilder &b) {
+  if (b.needsGrad(0))
+    if (auto err = b.setGrad(0, b.cast(b.outputGrad(0), b.input(0)->dtype)))
+      return err;
+  if (b.needsGrad(1)) {
+    ir::Value *like = b.input(1);
+    return b.setGrad(1, zeros(b, like->dtype, like->shape));
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error gradIdentity(GradientBuilder &b) {
   return b.setGrad(0, b.outputGrad(0));
 }
