@@ -36,11 +36,21 @@ Classification per test (the worst over its data sets):
                zinc-run error (exit status != 0, missing output)
   crash        a tool was killed by a signal or ran past --timeout
 
+Pass list. test/conformance/pass_list.txt (--pass-list) names every test
+that passed when it was last recorded, one `suite/test_name` a line, sorted;
+`--update-pass-list` rewrites it from this run (entries for tests this run
+did not select are kept). A listed test that this run selected and that is
+now refused, failing, crashing or missing from the test data is a
+regression: it is named, and fails an --expect-clean run, so zinc's support
+can never silently shrink. A test that passes but is not listed is reported
+(run --update-pass-list to record it) and fails nothing.
+
 Output: one line per test that did not pass, with its reason; then the tests
 refused as unsupported although every op they use is listed in
 include/zinc/support/Ops.def ("supported op refused", with the diagnostic, so
-a reader can check it says why: a dtype, an attribute, ...); then the summary
-line `conformance: P passed, F failed, U unsupported, C crashed`.
+a reader can check it says why: a dtype, an attribute, ...); then the pass
+list's regressions and newly passing tests; then the summary line
+`conformance: P passed, F failed, U unsupported, C crashed`.
 --json FILE writes every test's result.
 
 Examples:
@@ -73,6 +83,7 @@ import safetensors_io as st  # noqa: E402
 DEFAULT_DATA_ROOT = "/usr/share/libonnx-testdata/data"
 SUITES = ("node", "pytorch-converted", "simple")
 OPS_DEF = os.path.join(ROOT, "include", "zinc", "support", "Ops.def")
+DEFAULT_PASS_LIST = os.path.join(HERE, "pass_list.txt")
 
 RTOL = 1e-3
 ATOL = 1e-7
@@ -440,6 +451,53 @@ class Runner:
                 raise Outcome("fail", why)
 
 
+def read_pass_list(path):
+    """The test names recorded in a pass list ('#' starts a comment)."""
+    names = set()
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                names.add(line)
+    return names
+
+
+def write_pass_list(path, names):
+    with open(path, "w") as f:
+        for name in sorted(names):
+            f.write(name + "\n")
+
+
+def selects(name, suites, pattern):
+    """Whether a run over `suites` with `pattern` would run test `name`."""
+    return (name.split("/", 1)[0] in suites
+            and (pattern is None or pattern.search(name) is not None))
+
+
+def check_pass_list(listed, results, suites, pattern):
+    """Compares a run with the pass list. Returns (regressed, new):
+    regressed: [(name, status)] of listed tests this run selected that did
+    not pass (status "missing" when the test data has no such test);
+    new: names that passed but are not listed."""
+    by_name = {r["name"]: r["status"] for r in results}
+    regressed = []
+    for name in sorted(listed):
+        if not selects(name, suites, pattern):
+            continue
+        status = by_name.get(name, "missing")
+        if status != "pass":
+            regressed.append((name, status))
+    new = sorted(n for n, s in by_name.items() if s == "pass" and n not in listed)
+    return regressed, new
+
+
+def updated_pass_list(listed, results, suites, pattern):
+    """The pass list after this run: what passed, plus the listed tests this
+    run did not select."""
+    kept = {n for n in listed if not selects(n, suites, pattern)}
+    return kept | {r["name"] for r in results if r["status"] == "pass"}
+
+
 def collect_tests(data_root, suites, pattern):
     tests = []
     for suite in suites:
@@ -465,7 +523,13 @@ def main(argv=None):
                    help="seconds per test (compile and run together)")
     p.add_argument("--json", help="write per-test results to this file")
     p.add_argument("--expect-clean", action="store_true",
-                   help="exit 1 if any test failed or crashed")
+                   help="exit 1 if any test failed or crashed, or a test on the "
+                        "pass list no longer passes")
+    p.add_argument("--pass-list", default=DEFAULT_PASS_LIST,
+                   help="the recorded passing tests (default: %(default)s); "
+                        "'' for none")
+    p.add_argument("--update-pass-list", action="store_true",
+                   help="rewrite --pass-list from this run's passing tests")
     p.add_argument("--data-root", default=DEFAULT_DATA_ROOT,
                    help="libonnx-testdata's data directory")
     p.add_argument("--keep-temps", action="store_true",
@@ -485,8 +549,21 @@ def main(argv=None):
               % args.data_root, file=sys.stderr)
         return 2
     suites = SUITES if args.suite == "all" else (args.suite,)
-    tests = collect_tests(args.data_root, suites,
-                          re.compile(args.filter) if args.filter else None)
+    pattern = re.compile(args.filter) if args.filter else None
+    listed = set()
+    if args.pass_list:
+        if os.path.isfile(args.pass_list):
+            listed = read_pass_list(args.pass_list)
+        elif not args.update_pass_list:
+            print("run_node_tests: error: pass list %s not found (record one with "
+                  "--update-pass-list, or pass --pass-list '')" % args.pass_list,
+                  file=sys.stderr)
+            return 2
+    elif args.update_pass_list:
+        print("run_node_tests: error: --update-pass-list needs a --pass-list file",
+              file=sys.stderr)
+        return 2
+    tests = collect_tests(args.data_root, suites, pattern)
     if not tests:
         print("run_node_tests: error: no test matches", file=sys.stderr)
         return 2
@@ -517,6 +594,23 @@ def main(argv=None):
               "check that each diagnostic says why:" % len(refused))
         for r in refused:
             print("  %s [%s]: %s" % (r["name"], " ".join(r["ops"]), r["reason"]))
+    regressed, new = [], []
+    if args.pass_list:
+        regressed, new = check_pass_list(listed, results, suites, pattern)
+        if args.update_pass_list:
+            write_pass_list(args.pass_list,
+                            updated_pass_list(listed, results, suites, pattern))
+            print("pass list: %s updated (%d removed, %d added)" % (
+                args.pass_list, len(regressed), len(new)))
+        else:
+            if regressed:
+                print("pass list: %d tests on %s no longer pass: %s" % (
+                    len(regressed), args.pass_list,
+                    ", ".join("%s (%s)" % r for r in regressed)))
+            if new:
+                print("pass list: %d tests pass but are not on %s (run "
+                      "--update-pass-list to record them): %s" % (
+                          len(new), args.pass_list, ", ".join(new)))
     summary = "conformance: %d passed, %d failed, %d unsupported, %d crashed" % (
         counts["pass"], counts["fail"], counts["unsupported"], counts["crash"])
     if args.json:
@@ -525,10 +619,15 @@ def main(argv=None):
                                    "unsupported": counts["unsupported"],
                                    "crashed": counts["crash"]},
                        "supported_op_refused": [r["name"] for r in refused],
+                       "pass_list": {"file": args.pass_list,
+                                     "regressed": [n for n, _ in regressed],
+                                     "new": new},
                        "tests": results}, f, indent=1)
             f.write("\n")
     print(summary)
     if args.expect_clean and (counts["fail"] or counts["crash"]):
+        return 1
+    if args.expect_clean and regressed and not args.update_pass_list:
         return 1
     return 0
 

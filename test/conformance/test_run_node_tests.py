@@ -4,7 +4,10 @@ The stand-in zinc-compile / zinc-run (Python scripts written to a temporary
 build dir) follow INTERFACES.md's command lines and evaluate a handful of ops
 with numpy; each test model here exercises one path of the runner: pass,
 integer inputs baked into initializers, the all-initializers retry, a wrong
-result, a wrong shape, unsupported, a crash, a timeout, a non-zero exit.
+result, a wrong shape, unsupported, a crash, a timeout, a non-zero exit, a
+declared input shape that disagrees with its data. PassListTest checks the
+pass list's verdicts (regressions fail --expect-clean, new passes do not)
+and --update-pass-list.
 
 Run: /usr/bin/python3 -m unittest discover -s test/conformance
 """
@@ -60,12 +63,18 @@ args = dict(a[2:].split("=", 1) for a in sys.argv[2:] if "=" in a)
 assert args["backend"] == "cpu" and args["steps"] == "1"
 m = onnx.load(json.load(open(sys.argv[1]))["model"])
 env = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+inits = set(env)
 if "data" in args:
     for k, v in st.load_file(args["data"]).items():
         assert v.shape[0] == 1, "no step dimension"
         env[k] = v[0]
 for vi in m.graph.input:
     assert vi.name in env, "input %s not fed" % vi.name
+    declared = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    if vi.name not in inits and list(env[vi.name].shape) != declared:  # as zinc-run
+        print("zinc-run: error: tensor '%s' has shape %s, expected %s"
+              % (vi.name, list(env[vi.name].shape), declared), file=sys.stderr)
+        sys.exit(1)
 for n in m.graph.node:
     x = [env[i] for i in n.input]
     if n.op_type == "Add": y = x[0] + x[1]
@@ -102,76 +111,92 @@ def vi(name, elem, shape):
     return helper.make_tensor_value_info(name, elem, shape)
 
 
+def make_fixture(tmp):
+    """Stand-in tools and test data under `tmp`: (data root, build dir)."""
+    root = os.path.join(tmp, "data")
+    build = os.path.join(tmp, "build")
+    os.makedirs(os.path.join(build, "tools"))
+    for tool, text in (("zinc-compile", FAKE_COMPILE), ("zinc-run", FAKE_RUN)):
+        path = os.path.join(build, "tools", tool)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.full((2, 3), 0.5, np.float32)
+    make_test(root, "node", "test_add", [helper.make_node("Add", ["a", "b"], ["y"])],
+              [vi("a", f32, [2, 3]), vi("b", f32, [2, 3])], [vi("y", f32, [2, 3])],
+              [("a", a), ("b", b)], [("y", a + b)])
+    # An initializer listed as a graph input (IR 3 style) is not fed.
+    make_test(root, "pytorch-converted", "test_add_weight",
+              [helper.make_node("Add", ["a", "w"], ["y"])],
+              [vi("a", f32, [2, 3]), vi("w", f32, [2, 3])], [vi("y", f32, [2, 3])],
+              [("a", a)], [("y", a + b)],
+              initializers=[numpy_helper.from_array(b, "w")], ir_version=3)
+    # Symbolic dims: the runner binds them to the data's shape.
+    make_test(root, "node", "test_add_symbolic", [helper.make_node("Add", ["a", "b"], ["y"])],
+              [vi("a", f32, ["n", 3]), vi("b", f32, [2, 3])], [vi("y", f32, ["n", 3])],
+              [("a", a), ("b", b)], [("y", a + b)])
+    # onnx 1.12's CastLike tests to and from bfloat16 declare `like`
+    # with the input's shape [3,4] but store it as [1]: the data's shape
+    # is what a backend runs on, so the runner binds the declaration to it.
+    make_test(root, "node", "test_castlike_expanded",
+              [helper.make_node("Add", ["a", "b"], ["y"])],
+              [vi("a", f32, [2, 3]), vi("b", f32, [2, 3]), vi("like", f32, [2, 3])],
+              [vi("y", f32, [2, 3])],
+              [("a", a), ("b", b), ("like", np.zeros(1, np.float32))],
+              [("y", a + b)])
+    make_test(root, "node", "test_reshape", [helper.make_node("Reshape", ["x", "s"], ["y"])],
+              [vi("x", f32, [2, 3]), vi("s", i64, [2])], [vi("y", f32, [3, 2])],
+              [("x", a), ("s", np.array([3, 2], np.int64))], [("y", a.reshape(3, 2))])
+    # A float shape input: only the all-initializers retry compiles it.
+    make_test(root, "node", "test_expand_float",
+              [helper.make_node("Cast", ["s"], ["si"], to=i64),
+               helper.make_node("Expand", ["x", "si"], ["y"])],
+              [vi("x", f32, [3]), vi("s", f32, [2])], [vi("y", f32, [2, 3])],
+              [("x", a[0]), ("s", np.array([2, 3], np.float32))],
+              [("y", np.tile(a[0], (2, 1)))])
+    make_test(root, "node", "test_sub", [helper.make_node("Sub", ["a", "b"], ["y"])],
+              [vi("a", f32, [2, 3]), vi("b", f32, [2, 3])], [vi("y", f32, [2, 3])],
+              [("a", a), ("b", b)], [("y", a - b)])
+    make_test(root, "node", "test_relu", [helper.make_node("Relu", ["a"], ["y"])],
+              [vi("a", f32, [2, 3])], [vi("y", f32, [2, 3])],
+              [("a", a)], [("y", a)])
+    make_test(root, "node", "test_cast", [helper.make_node("Cast", ["a"], ["y"], to=f32)],
+              [vi("a", f32, [2, 3])], [vi("y", f32, [2, 3])],
+              [("a", a)], [("y", a)])
+    make_test(root, "node", "test_neg", [helper.make_node("Neg", ["a"], ["y"])],
+              [vi("a", f32, [2, 3])], [vi("y", f32, [2, 3])],
+              [("a", a)], [("y", -a)])
+    make_test(root, "node", "test_abs", [helper.make_node("Abs", ["a"], ["y"])],
+              [vi("a", f32, [2])], [vi("y", f32, [2])],
+              [("a", a[0, :2])], [("y", a[0, :2])])
+    make_test(root, "node", "test_abs_slow", [helper.make_node("Abs", ["a"], ["y"])],
+              [vi("a", f32, [2, 3])], [vi("y", f32, [2, 3])],
+              [("a", a)], [("y", a)])
+    # Uses only ops in Ops.def (Equal), refused: listed separately.
+    make_test(root, "simple", "test_equal", [helper.make_node("Equal", ["a", "b"], ["y"])],
+              [vi("a", f32, [2, 3]), vi("b", f32, [2, 3])],
+              [vi("y", TensorProto.BOOL, [2, 3])],
+              [("a", a), ("b", b)], [("y", a == b)])
+    make_test(root, "simple", "test_foo", [helper.make_node("Foo", ["a"], ["y"])],
+              [vi("a", f32, [2])], [vi("y", f32, [2])],
+              [("a", a[0, :2])], [("y", a[0, :2])])
+    return root, build
+
+
 class RunnerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        root = cls.root = os.path.join(cls.tmp.name, "data")
-        build = cls.build = os.path.join(cls.tmp.name, "build")
-        os.makedirs(os.path.join(build, "tools"))
-        for tool, text in (("zinc-compile", FAKE_COMPILE), ("zinc-run", FAKE_RUN)):
-            path = os.path.join(build, "tools", tool)
-            with open(path, "w") as f:
-                f.write(text)
-            os.chmod(path, 0o755)
-        f32, i64 = TensorProto.FLOAT, TensorProto.INT64
-        a = np.arange(6, dtype=np.float32).reshape(2, 3)
-        b = np.full((2, 3), 0.5, np.float32)
-        make_test(root, "node", "test_add", [helper.make_node("Add", ["a", "b"], ["y"])],
-                  [vi("a", f32, [2, 3]), vi("b", f32, [2, 3])], [vi("y", f32, [2, 3])],
-                  [("a", a), ("b", b)], [("y", a + b)])
-        # An initializer listed as a graph input (IR 3 style) is not fed.
-        make_test(root, "pytorch-converted", "test_add_weight",
-                  [helper.make_node("Add", ["a", "w"], ["y"])],
-                  [vi("a", f32, [2, 3]), vi("w", f32, [2, 3])], [vi("y", f32, [2, 3])],
-                  [("a", a)], [("y", a + b)],
-                  initializers=[numpy_helper.from_array(b, "w")], ir_version=3)
-        # Symbolic dims: the runner binds them to the data's shape.
-        make_test(root, "node", "test_add_symbolic", [helper.make_node("Add", ["a", "b"], ["y"])],
-                  [vi("a", f32, ["n", 3]), vi("b", f32, [2, 3])], [vi("y", f32, ["n", 3])],
-                  [("a", a), ("b", b)], [("y", a + b)])
-        make_test(root, "node", "test_reshape", [helper.make_node("Reshape", ["x", "s"], ["y"])],
-                  [vi("x", f32, [2, 3]), vi("s", i64, [2])], [vi("y", f32, [3, 2])],
-                  [("x", a), ("s", np.array([3, 2], np.int64))], [("y", a.reshape(3, 2))])
-        # A float shape input: only the all-initializers retry compiles it.
-        make_test(root, "node", "test_expand_float",
-                  [helper.make_node("Cast", ["s"], ["si"], to=i64),
-                   helper.make_node("Expand", ["x", "si"], ["y"])],
-                  [vi("x", f32, [3]), vi("s", f32, [2])], [vi("y", f32, [2, 3])],
-                  [("x", a[0]), ("s", np.array([2, 3], np.float32))],
-                  [("y", np.tile(a[0], (2, 1)))])
-        make_test(root, "node", "test_sub", [helper.make_node("Sub", ["a", "b"], ["y"])],
-                  [vi("a", f32, [2, 3]), vi("b", f32, [2, 3])], [vi("y", f32, [2, 3])],
-                  [("a", a), ("b", b)], [("y", a - b)])
-        make_test(root, "node", "test_relu", [helper.make_node("Relu", ["a"], ["y"])],
-                  [vi("a", f32, [2, 3])], [vi("y", f32, [2, 3])],
-                  [("a", a)], [("y", a)])
-        make_test(root, "node", "test_cast", [helper.make_node("Cast", ["a"], ["y"], to=f32)],
-                  [vi("a", f32, [2, 3])], [vi("y", f32, [2, 3])],
-                  [("a", a)], [("y", a)])
-        make_test(root, "node", "test_neg", [helper.make_node("Neg", ["a"], ["y"])],
-                  [vi("a", f32, [2, 3])], [vi("y", f32, [2, 3])],
-                  [("a", a)], [("y", -a)])
-        make_test(root, "node", "test_abs", [helper.make_node("Abs", ["a"], ["y"])],
-                  [vi("a", f32, [2])], [vi("y", f32, [2])],
-                  [("a", a[0, :2])], [("y", a[0, :2])])
-        make_test(root, "node", "test_abs_slow", [helper.make_node("Abs", ["a"], ["y"])],
-                  [vi("a", f32, [2, 3])], [vi("y", f32, [2, 3])],
-                  [("a", a)], [("y", a)])
-        # Uses only ops in Ops.def (Equal), refused: listed separately.
-        make_test(root, "simple", "test_equal", [helper.make_node("Equal", ["a", "b"], ["y"])],
-                  [vi("a", f32, [2, 3]), vi("b", f32, [2, 3])],
-                  [vi("y", TensorProto.BOOL, [2, 3])],
-                  [("a", a), ("b", b)], [("y", a == b)])
-        make_test(root, "simple", "test_foo", [helper.make_node("Foo", ["a"], ["y"])],
-                  [vi("a", f32, [2])], [vi("y", f32, [2])],
-                  [("a", a[0, :2])], [("y", a[0, :2])])
-
+        cls.root, cls.build = make_fixture(cls.tmp.name)
+        root, build = cls.root, cls.build
         cls.json_path = os.path.join(cls.tmp.name, "out.json")
         env = dict(os.environ, ST_LIB=LIB)
         cls.proc = subprocess.run(
             [sys.executable, RUNNER, "--build-dir", build, "--data-root", root,
-             "-j", "2", "--timeout", "8", "--json", cls.json_path, "--expect-clean"],
+             "-j", "2", "--timeout", "8", "--json", cls.json_path, "--expect-clean",
+             "--pass-list", ""],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=120)
         cls.out = cls.proc.stdout.decode()
         with open(cls.json_path) as f:
@@ -190,6 +215,11 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(self.status("node/test_add_symbolic"), ("pass", ""))
         self.assertEqual(self.results["node/test_add_symbolic"]["inputs_bound_to_data_shape"],
                          ["a"])
+
+    def test_declared_shape_disagreeing_with_data(self):
+        self.assertEqual(self.status("node/test_castlike_expanded"), ("pass", ""), self.out)
+        self.assertEqual(
+            self.results["node/test_castlike_expanded"]["inputs_bound_to_data_shape"], ["like"])
 
     def test_integer_inputs_become_initializers(self):
         self.assertEqual(self.status("node/test_reshape"), ("pass", ""))
@@ -229,9 +259,9 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(reason, "zinc-compile: error: model.onnx: node '' (Foo): unsupported op")
 
     def test_report(self):
-        self.assertIn("conformance: 5 passed, 4 failed, 2 unsupported, 2 crashed\n", self.out)
+        self.assertIn("conformance: 6 passed, 4 failed, 2 unsupported, 2 crashed\n", self.out)
         self.assertTrue(self.out.endswith(
-            "conformance: 5 passed, 4 failed, 2 unsupported, 2 crashed\n"))
+            "conformance: 6 passed, 4 failed, 2 unsupported, 2 crashed\n"))
         self.assertEqual(self.proc.returncode, 1)  # --expect-clean
         refused = self.out[self.out.index("supported op refused"):].splitlines()
         self.assertEqual(len(refused), 3)
@@ -242,7 +272,8 @@ class RunnerTest(unittest.TestCase):
     def test_filter_and_suite(self):
         proc = subprocess.run(
             [sys.executable, RUNNER, "--build-dir", self.build, "--data-root", self.root,
-             "--suite", "node", "--filter", "test_(add|reshape)$", "--expect-clean"],
+             "--suite", "node", "--filter", "test_(add|reshape)$", "--expect-clean",
+             "--pass-list", ""],
             stdout=subprocess.PIPE, env=dict(os.environ, ST_LIB=LIB), timeout=60)
         self.assertEqual(proc.returncode, 0)
         self.assertEqual(proc.stdout.decode(),
@@ -253,6 +284,103 @@ class RunnerTest(unittest.TestCase):
                               stderr=subprocess.PIPE, timeout=60)
         self.assertEqual(proc.returncode, 2)
         self.assertIn(b"zinc-compile not found", proc.stderr)
+
+
+class PassListTest(unittest.TestCase):
+    """--pass-list / --update-pass-list against the stand-in tools: each run
+    selects a few tests of RunnerTest's data so that the pass list alone
+    decides --expect-clean's verdict."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.root, cls.build = make_fixture(cls.tmp.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_with(self, listed, *args):
+        """(returncode, stdout, the pass list file after the run)."""
+        path = os.path.join(self.tmp.name, "pass_list.txt")
+        if listed is None:
+            if os.path.exists(path):
+                os.remove(path)
+        else:
+            with open(path, "w") as f:
+                f.write("".join(n + "\n" for n in listed))
+        proc = subprocess.run(
+            [sys.executable, RUNNER, "--build-dir", self.build, "--data-root",
+             self.root, "--pass-list", path] + list(args),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(os.environ, ST_LIB=LIB), timeout=60)
+        after = None
+        if os.path.exists(path):
+            with open(path) as f:
+                after = f.read()
+        return proc.returncode, proc.stdout.decode() + proc.stderr.decode(), after
+
+    def test_listed_tests_passing_is_clean(self):
+        # Listed tests outside the selection (another suite, the filter) are
+        # not checked.
+        rc, out, _ = self.run_with(
+            ["node/test_add", "node/test_reshape", "node/test_sub", "simple/test_foo"],
+            "--suite", "node", "--filter", "test_(add|reshape)$", "--expect-clean")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(out, "conformance: 2 passed, 0 failed, 0 unsupported, 0 crashed\n")
+
+    def test_listed_test_now_unsupported_fails(self):
+        # Unsupported alone never fails --expect-clean; on the list it does.
+        rc, out, _ = self.run_with(["node/test_add", "simple/test_foo"],
+                                   "--filter", "test_(add|foo)$")
+        self.assertEqual(rc, 0, out)
+        rc, out, _ = self.run_with(["node/test_add", "simple/test_foo"],
+                                   "--filter", "test_(add|foo)$", "--expect-clean")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("pass list: 1 tests on ", out)
+        self.assertIn("no longer pass: simple/test_foo (unsupported)\n", out)
+        self.assertTrue(out.endswith(
+            "conformance: 1 passed, 0 failed, 1 unsupported, 0 crashed\n"), out)
+
+    def test_listed_test_failing_crashing_or_missing_is_named(self):
+        rc, out, _ = self.run_with(
+            ["node/test_abs", "node/test_gone", "node/test_sub"],
+            "--suite", "node", "--filter", "test_(abs|gone|sub)$", "--expect-clean")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("no longer pass: node/test_abs (crash), node/test_gone (missing), "
+                      "node/test_sub (fail)\n", out)
+
+    def test_new_pass_is_reported_not_failed(self):
+        rc, out, after = self.run_with([], "--filter", "test_add$", "--expect-clean")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("pass list: 1 tests pass but are not on ", out)
+        self.assertIn("(run --update-pass-list to record them): node/test_add\n", out)
+        self.assertEqual(after, "")  # only --update-pass-list writes it
+
+    def test_update_keeps_unselected_entries(self):
+        rc, out, after = self.run_with(
+            ["simple/test_foo", "node/test_relu", "node/test_add"],
+            "--filter", "test_(add|foo|reshape)$", "--update-pass-list")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("updated (1 removed, 1 added)", out)
+        # test_foo no longer passes: dropped; test_relu was not run: kept.
+        self.assertEqual(after, "node/test_add\nnode/test_relu\nnode/test_reshape\n")
+        rc, out, _ = self.run_with(None, "--filter", "test_add$", "--update-pass-list")
+        self.assertEqual(rc, 0, out)
+
+    def test_missing_pass_list(self):
+        rc, out, _ = self.run_with(None, "--filter", "test_add$", "--expect-clean")
+        self.assertEqual(rc, 2)
+        self.assertIn("pass list", out)
+        self.assertIn("not found (record one with --update-pass-list", out)
+
+    def test_comments_and_blank_lines(self):
+        sys.path.insert(0, HERE)
+        import run_node_tests as r
+        path = os.path.join(self.tmp.name, "commented.txt")
+        with open(path, "w") as f:
+            f.write("# recorded\n\nnode/test_add  # an add\nnode/test_sub\n")
+        self.assertEqual(r.read_pass_list(path), {"node/test_add", "node/test_sub"})
 
 
 class CompareTest(unittest.TestCase):

@@ -58,4 +58,18 @@ llvm::Error runCast(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// CastLike(x, like) is Cast to the element type of `like`, which shape
+/// inference gave the output; like's values and shape are never read.
+llvm::Error runCastLike(const KernelCall &call) {
+  const TensorRef *like = call.input(1);
+  const TensorRef *y = call.output(0);
+  if (!like || !y)
+    return kernelError("CastLike: expects inputs (input, like) and an output");
+  if (like->dtype != y->dtype)
+    return kernelError("CastLike: output has element type " +
+                       dtypeName(y->dtype) + " but like has " +
+                       dtypeName(like->dtype));
+  return runCast(call);
+}
+
 } // namespace zinc::cpu

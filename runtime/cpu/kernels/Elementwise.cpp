@@ -13,6 +13,7 @@
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <omp.h>
 
 namespace zinc::cpu {
@@ -305,6 +306,76 @@ llvm::Error runLeakyRelu(const KernelCall &call) {
   return runUnary<false>(call, [alpha](auto v) {
     using C = decltype(v);
     return v < 0 ? static_cast<C>(alpha) * v : v;
+  });
+}
+
+/// Clip's bounds in the compute type C of the data: inputs 1 and 2 from
+/// opset 11 on (absent means unbounded), the float attributes min and max
+/// before (defaulting to float's range, as ONNX does). Each bound input must
+/// be a scalar of the data's type.
+template <typename T, typename C>
+static llvm::Error clipBounds(const KernelCall &call, C &lo, C &hi) {
+  lo = std::numeric_limits<C>::lowest();
+  hi = std::numeric_limits<C>::max();
+  if (std::numeric_limits<C>::has_infinity) {
+    lo = -std::numeric_limits<C>::infinity();
+    hi = std::numeric_limits<C>::infinity();
+  }
+  if (call.opsetVersion < 11) {
+    if constexpr (std::is_floating_point_v<C>) {
+      lo = static_cast<C>(
+          call.attrs.getFloat("min", std::numeric_limits<float>::lowest()));
+      hi = static_cast<C>(
+          call.attrs.getFloat("max", std::numeric_limits<float>::max()));
+    }
+    return llvm::Error::success();
+  }
+  const TensorRef &x = *call.input(0);
+  for (size_t i : {1, 2}) {
+    const TensorRef *b = call.input(i);
+    if (!b)
+      continue;
+    if (b->dtype != x.dtype)
+      return kernelError(call.opType + ": " + (i == 1 ? "min" : "max") +
+                         " has element type " + dtypeName(b->dtype) +
+                         ", expected " + dtypeName(x.dtype));
+    if (b->numElements() != 1)
+      return kernelError(call.opType + ": " + (i == 1 ? "min" : "max") +
+                         " must be a scalar, has shape " +
+                         formatShape(b->shape));
+    (i == 1 ? lo : hi) = load(b->as<T>()[0]);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runClip(const KernelCall &call) {
+  if (!call.input(0) || !call.output(0))
+    return kernelError("Clip: expects input 0 and output 0");
+  const TensorRef &x = *call.input(0);
+  TensorRef &y = *call.output(0);
+  if (auto err = checkSameType(call, x, y))
+    return err;
+  if (x.shape != y.shape)
+    return kernelError("Clip: output shape " + formatShape(y.shape) +
+                       " differs from input shape " + formatShape(x.shape));
+  return visitDType(x.dtype, [&](auto tag) -> llvm::Error {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      return typeError(call, x.dtype);
+    } else {
+      using C = ComputeT<T>;
+      C lo, hi;
+      if (auto err = clipBounds<T>(call, lo, hi))
+        return err;
+      // min(max(x, lo), hi) as numpy.clip: hi wins when lo > hi, and NaN
+      // passes through both comparisons.
+      map1<T, T>(x, y, [lo, hi](T s) {
+        C v = load(s);
+        v = v < lo ? lo : v;
+        return store<T>(v > hi ? hi : v);
+      });
+      return llvm::Error::success();
+    }
   });
 }
 

@@ -62,6 +62,51 @@ TEST(ActivationGrad, LeakyRelu) {
   checkWeighted({{{"a", {4, 5}}}, "  y = LeakyRelu<alpha = 0.3>(a)", {4, 5}});
 }
 
+// Clip's gradient is dy strictly between the bounds (PyTorch's hardtanh,
+// which nn.ReLU6 exports as); at a bound exactly there is no finite
+// difference to compare with, so the kernel test checks that. The values are
+// drawn from [-1, 1), so both bounds clip some of them.
+TEST(ActivationGrad, ClipConstantBounds) {
+  checkWeighted({{{"a", {4, 5}}},
+                 "  lo = Constant<value = double {-0.5}>()\n"
+                 "  hi = Constant<value = double {0.4}>()\n"
+                 "  y = Clip(a, lo, hi)",
+                 {4, 5}});
+}
+
+TEST(ActivationGrad, ClipOneBoundOmitted) {
+  checkWeighted({{{"a", {4, 5}}},
+                 "  hi = Constant<value = double {0.3}>()\n"
+                 "  y = Clip(a, , hi)",
+                 {4, 5}});
+  checkWeighted({{{"a", {4, 5}}},
+                 "  lo = Constant<value = double {-0.2}>()\n"
+                 "  y = Clip(a, lo)",
+                 {4, 5}});
+  checkWeighted({{{"a", {2, 3}}}, "  y = Clip(a)", {2, 3}});
+}
+
+TEST(ActivationGrad, ClipAttributeBoundsBeforeOpset11) {
+  checkWeighted(
+      {{{"a", {4, 5}}}, "  y = Clip<min = -0.5, max = 0.25>(a)", {4, 5}, 6});
+  checkWeighted({{{"a", {4, 5}}}, "  y = Clip<max = 0.25>(a)", {4, 5}, 6});
+}
+
+// A bound that is itself trained is refused by name, not given a guess.
+TEST(ActivationGrad, ClipTrainedBoundIsRefused) {
+  std::string text = buildTrainingText(R"(graph "g" opset 17 {
+  param %a : f64[4] init "a"
+  param %lo : f64[] init "lo"
+  %y : f64[4] = Clip(%a, %lo) name "clip"
+  %loss : f64[] = ReduceSum(%y) name "sum" {keepdims = 0 : int}
+  output %loss
+})");
+  EXPECT_NE(
+      text.find("unsupported: gradient of Clip with respect to its min input"),
+      std::string::npos)
+      << text;
+}
+
 TEST(ActivationGrad, WhereBroadcastBranches) {
   // cond [2,3,4], x [2,1,4], y [3,1]: each branch is summed back.
   checkWeighted({{{"x", {2, 1, 4}}, {"z", {3, 1}}, {"c_m", {2, 3, 4}}},
@@ -102,6 +147,22 @@ TEST(ActivationGrad, CastThroughIntegerCarriesNothing) {
        {3, 4},
        17,
        "double c_ten = {10.0}"});
+}
+
+// CastLike is Cast to like's type; like itself (here a parameter too) gets a
+// zero gradient, as no value of it reaches the loss.
+TEST(ActivationGrad, CastLike) {
+  checkWeighted({{{"a", {3, 4}}, {"b", {2}}},
+                 "  c = CastLike(a, b)\n  y = Mul(c, c)",
+                 {3, 4}});
+  WeightedCase narrow{{{"a", {3, 4}}, {"c_f", {1}}},
+                      "  f = CastLike(a, c_f)\n  s = Tanh(f)\n"
+                      "  y = CastLike(s, c_w)",
+                      {3, 4}};
+  narrow.step = 1e-3;
+  narrow.tolerance = 1e-4;
+  narrow.extraInits = "";
+  checkWeighted(narrow);
 }
 
 TEST(ActivationGrad, Identity) {

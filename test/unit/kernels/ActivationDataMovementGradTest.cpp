@@ -155,6 +155,50 @@ TEST(ActivationGradKernels, ReluGradIsZeroAtZero) {
   EXPECT_EQ(dx.f32s(), (V{2.5, 2.5, 5}));
 }
 
+TEST(ActivationGradKernels, ClipGradIsZeroAtTheBounds) {
+  // PyTorch's hardtanh_backward (nn.ReLU6): dy strictly inside (min, max).
+  OwnedTensor x = OwnedTensor::f32({5}, {-1, 0, 3, 6, 7}),
+              dy = OwnedTensor::f32({5}, {5, 5, 5, 5, 5});
+  OwnedTensor lo = OwnedTensor::f32({}, {0}), hi = OwnedTensor::f32({}, {6});
+  OwnedTensor dx(DType::F32, {5});
+  ASSERT_EQ(errorText(runKernel(runClipGrad, "ClipGrad", {},
+                                {&x, &dy, &lo, &hi}, {&dx})),
+            "");
+  EXPECT_EQ(dx.f32s(), (V{0, 0, 5, 0, 0}));
+  // An absent bound is unbounded.
+  ASSERT_EQ(errorText(runKernel(runClipGrad, "ClipGrad", {},
+                                {&x, &dy, nullptr, &hi}, {&dx})),
+            "");
+  EXPECT_EQ(dx.f32s(), (V{5, 5, 5, 0, 0}));
+  ASSERT_EQ(errorText(runKernel(runClipGrad, "ClipGrad", {}, {&x, &dy}, {&dx})),
+            "");
+  EXPECT_EQ(dx.f32s(), (V{5, 5, 5, 5, 5}));
+  OwnedTensor two = OwnedTensor::f32({2}, {0, 1});
+  EXPECT_EQ(
+      errorText(runKernel(runClipGrad, "ClipGrad", {}, {&x, &dy, &two}, {&dx})),
+      "ClipGrad: min must be a scalar of type f32, has type f32 and "
+      "shape [2]");
+}
+
+TEST(ActivationGradKernels, ClipGradNarrowTypesMatchFloat64) {
+  // The bounds are rounded to each type as the forward's Constants would be.
+  V v = randomValues(40000, -2, 2, 4), dy = randomValues(40000, -1, 1, 5);
+  for (DType t : kFloatTypes) {
+    std::vector<int64_t> shape = {static_cast<int64_t>(v.size())};
+    V vr = rounded(t, v), dyr = rounded(t, dy);
+    OwnedTensor lo = tensorOf(t, {}, {-0.5}), hi = tensorOf(t, {}, {1.25});
+    OwnedTensor vt = tensorOf(t, shape, vr), gt = tensorOf(t, shape, dyr);
+    OwnedTensor dxt(t, shape);
+    ASSERT_EQ(errorText(runKernel(runClipGrad, "ClipGrad", {},
+                                  {&vt, &gt, &lo, &hi}, {&dxt})),
+              "");
+    V got = valuesOf(dxt);
+    for (size_t i = 0; i < vr.size(); ++i)
+      ASSERT_EQ(got[i], vr[i] > -0.5 && vr[i] < 1.25 ? dyr[i] : 0.0)
+          << dtypeName(t).str() << " at " << i;
+  }
+}
+
 TEST(ActivationGradKernels, Diagnostics) {
   OwnedTensor x = OwnedTensor::f32({3}, {1, 2, 3}),
               dy = OwnedTensor::f32({2}, {1, 2});

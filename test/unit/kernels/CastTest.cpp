@@ -124,6 +124,30 @@ TEST(CastKernel, EveryPairKeepsSmallIntegers) {
     }
 }
 
+TEST(CastKernel, CastLikeTakesLikesType) {
+  // like's shape and values are not read: only its element type matters.
+  OwnedTensor x = OwnedTensor::f32({3}, {1.5, -2.75, 1e6});
+  OwnedTensor like = OwnedTensor::of<Half>(DType::F16, {1}, {0});
+  OwnedTensor y(DType::F16, {3});
+  ASSERT_EQ(
+      errorText(runKernel(runCastLike, "CastLike", {}, {&x, &like}, {&y})), "");
+  EXPECT_EQ(y.values<Half>(), (std::vector<double>{1.5, -2.75, INFINITY}));
+  OwnedTensor i = OwnedTensor::i64({}, {0}), yi(DType::I64, {3});
+  ASSERT_EQ(errorText(runKernel(runCastLike, "CastLike", {}, {&x, &i}, {&yi})),
+            "");
+  EXPECT_EQ(yi.i64s(), (std::vector<double>{1, -2, 1000000}));
+}
+
+TEST(CastKernel, CastLikeErrors) {
+  OwnedTensor x = OwnedTensor::f32({2}, {1, 2}), y(DType::F16, {2});
+  OwnedTensor like = OwnedTensor::f32({}, {0});
+  EXPECT_EQ(
+      errorText(runKernel(runCastLike, "CastLike", {}, {&x, &like}, {&y})),
+      "CastLike: output has element type f16 but like has f32");
+  EXPECT_EQ(errorText(runKernel(runCastLike, "CastLike", {}, {&x}, {&y})),
+            "CastLike: expects inputs (input, like) and an output");
+}
+
 TEST(CastKernel, Errors) {
   OwnedTensor x = OwnedTensor::f32({2}, {1, 2});
   OwnedTensor y(DType::F16, {2});

@@ -229,6 +229,83 @@ TEST(ElementwiseKernels, ReluNegLeakyRelu) {
   EXPECT_EQ(i8y.values<int8_t>(), V({0, 0, 5}));
 }
 
+TEST(ElementwiseKernels, ClipBoundsFromInputs) {
+  OwnedTensor x = OwnedTensor::f32({6}, {-7, 0, 2.5, 6, 9, NAN});
+  OwnedTensor lo = OwnedTensor::f32({}, {0}), hi = OwnedTensor::f32({}, {6});
+  OwnedTensor y(DType::F32, {6});
+  ASSERT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x, &lo, &hi}, {&y})),
+            "");
+  V r = y.f32s();
+  EXPECT_EQ(V(r.begin(), r.begin() + 5), V({0, 0, 2.5, 6, 6}));
+  EXPECT_TRUE(std::isnan(r[5])); // NaN passes through, as in numpy.clip
+  // An absent bound is unbounded on that side.
+  ASSERT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x, nullptr, &hi}, {&y})),
+            "");
+  EXPECT_EQ(y.f32s()[0], -7);
+  EXPECT_EQ(y.f32s()[4], 6);
+  ASSERT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x, &lo}, {&y})), "");
+  EXPECT_EQ(y.f32s()[0], 0);
+  EXPECT_EQ(y.f32s()[4], 9);
+  // min > max gives max everywhere (numpy.clip, ONNX).
+  ASSERT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x, &hi, &lo}, {&y})),
+            "");
+  r = y.f32s();
+  EXPECT_EQ(V(r.begin(), r.begin() + 5), V({0, 0, 0, 0, 0}));
+}
+
+TEST(ElementwiseKernels, ClipIntegersAndHalf) {
+  OwnedTensor x = OwnedTensor::of<int8_t>(DType::I8, {4}, {-128, -3, 5, 127});
+  OwnedTensor lo = OwnedTensor::of<int8_t>(DType::I8, {}, {-4});
+  OwnedTensor hi = OwnedTensor::of<int8_t>(DType::I8, {}, {100});
+  OwnedTensor y(DType::I8, {4});
+  ASSERT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x, &lo, &hi}, {&y})),
+            "");
+  EXPECT_EQ(y.values<int8_t>(), V({-4, -3, 5, 100}));
+  // Without bounds an integer Clip is the identity (no overflow at the ends).
+  ASSERT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x}, {&y})), "");
+  EXPECT_EQ(y.values<int8_t>(), V({-128, -3, 5, 127}));
+
+  OwnedTensor h = OwnedTensor::of<Half>(DType::F16, {3}, {-1, 0.5, 7});
+  OwnedTensor hlo = OwnedTensor::of<Half>(DType::F16, {}, {0});
+  OwnedTensor hhi = OwnedTensor::of<Half>(DType::F16, {}, {6});
+  OwnedTensor hy(DType::F16, {3});
+  ASSERT_EQ(errorText(runKernel(runClip, "Clip", {}, {&h, &hlo, &hhi}, {&hy})),
+            "");
+  EXPECT_EQ(hy.values<Half>(), V({0, 0.5, 6}));
+}
+
+TEST(ElementwiseKernels, ClipAttributesBeforeOpset11) {
+  OwnedTensor x = OwnedTensor::f32({3}, {-2, 0.5, 3});
+  OwnedTensor y(DType::F32, {3});
+  ASSERT_EQ(errorText(runKernel(
+                runClip, "Clip",
+                attrs({floatAttr("min", -1), floatAttr("max", 1)}), {&x}, {&y},
+                /*opset=*/6)),
+            "");
+  EXPECT_EQ(y.f32s(), V({-1, 0.5, 1}));
+  // Defaults: float's whole range.
+  ASSERT_EQ(errorText(runKernel(runClip, "Clip", attrs({floatAttr("min", 0)}),
+                                {&x}, {&y}, /*opset=*/6)),
+            "");
+  EXPECT_EQ(y.f32s(), V({0, 0.5, 3}));
+}
+
+TEST(ElementwiseKernels, ClipDiagnostics) {
+  OwnedTensor x = OwnedTensor::f32({3}, {1, 2, 3}), y(DType::F32, {3});
+  OwnedTensor two = OwnedTensor::f32({2}, {0, 1});
+  EXPECT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x, &two}, {&y})),
+            "Clip: min must be a scalar, has shape [2]");
+  OwnedTensor i = OwnedTensor::i64({}, {1});
+  EXPECT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x, nullptr, &i}, {&y})),
+            "Clip: max has element type i64, expected f32");
+  OwnedTensor b(DType::Bool, {3}), by(DType::Bool, {3});
+  EXPECT_EQ(errorText(runKernel(runClip, "Clip", {}, {&b}, {&by})),
+            "unsupported: Clip with element type bool");
+  OwnedTensor y2(DType::F32, {2});
+  EXPECT_EQ(errorText(runKernel(runClip, "Clip", {}, {&x}, {&y2})),
+            "Clip: output shape [2] differs from input shape [3]");
+}
+
 TEST(ElementwiseKernels, GeluBothApproximations) {
   V xs = {-3, -0.5, 0, 0.7, 2.5};
   OwnedTensor x = OwnedTensor::of<double>(DType::F64, {5}, xs);

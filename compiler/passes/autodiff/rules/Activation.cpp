@@ -104,6 +104,36 @@ llvm::Error gradLeakyRelu(GradientBuilder &b) {
   return setFused(b, "LeakyReluGrad", b.input(0), std::move(attrs));
 }
 
+/// y = clip(x, min, max): dx = dy where min < x < max, else 0 (the fused
+/// ClipGrad; see its kernel for why the bounds are strict). Before opset 11
+/// the bounds are attributes and become Constants here. A bound that itself
+/// needs a gradient (a trained clamp limit) is refused: PyTorch's exports
+/// clip with constant bounds.
+llvm::Error gradClip(GradientBuilder &b) {
+  ir::Value *x = b.input(0);
+  for (unsigned i : {1u, 2u})
+    if (i < b.numInputs() && b.input(i) && b.needsGrad(i))
+      return makeError(llvm::Twine("unsupported: gradient of Clip with "
+                                   "respect to its ") +
+                       (i == 1 ? "min" : "max") + " input");
+  if (!b.needsGrad(0))
+    return llvm::Error::success();
+  ir::Value *lo = nullptr, *hi = nullptr;
+  if (b.opset() < 11) {
+    if (b.attrs().has("min"))
+      lo = b.scalar(b.attrs().getFloat("min", 0), x->dtype);
+    if (b.attrs().has("max"))
+      hi = b.scalar(b.attrs().getFloat("max", 0), x->dtype);
+  } else {
+    lo = b.numInputs() > 1 ? b.input(1) : nullptr;
+    hi = b.numInputs() > 2 ? b.input(2) : nullptr;
+  }
+  llvm::SmallVector<ir::Value *, 4> operands = {x, b.outputGrad(0), lo, hi};
+  while (!operands.back())
+    operands.pop_back();
+  return b.setGrad(0, b.zincOp("ClipGrad", operands, {x->dtype, x->shape}));
+}
+
 llvm::Error gradGelu(GradientBuilder &b) {
   llvm::StringRef approx = b.attrs().getString("approximate", "none");
   if (approx != "none" && approx != "tanh")
@@ -135,6 +165,19 @@ llvm::Error gradWhere(GradientBuilder &b) {
 /// when it is float too: the gradient is cast back to the input's type.
 llvm::Error gradCast(GradientBuilder &b) {
   return b.setGrad(0, b.cast(b.outputGrad(0), b.input(0)->dtype));
+}
+
+/// CastLike is Cast to like's type; like's values never reach the output, so
+/// its gradient (when one is asked for) is zero.
+llvm::Error gradCastLike(GradientBuilder &b) {
+  if (b.needsGrad(0))
+    if (auto err = b.setGrad(0, b.cast(b.outputGrad(0), b.input(0)->dtype)))
+      return err;
+  if (b.needsGrad(1)) {
+    ir::Value *like = b.input(1);
+    return b.setGrad(1, zeros(b, like->dtype, like->shape));
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error gradIdentity(GradientBuilder &b) {

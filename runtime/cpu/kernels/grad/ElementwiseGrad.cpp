@@ -1,8 +1,8 @@
 //===- ElementwiseGrad.cpp - Fused backward kernels of activations --------===//
 //
 // Each is dx = f(v, dy) elementwise, where v is the forward input (Relu,
-// LeakyRelu, Gelu, Erf) or output (Sigmoid, Tanh) and every operand has the
-// same shape: one pass instead of the chain of ONNX ops the derivative
+// LeakyRelu, Clip, Gelu, Erf) or output (Sigmoid, Tanh) and every operand has
+// the same shape: one pass instead of the chain of ONNX ops the derivative
 // would otherwise be. Computed in the compute type (float for the 16-bit
 // floats) and rounded once.
 //
@@ -72,6 +72,37 @@ llvm::Error runLeakyReluGrad(const KernelCall &call) {
   return runGradMap(call, [alpha](auto x, auto g) {
     using C = decltype(x);
     return x > C(0) ? g : static_cast<C>(alpha) * g;
+  });
+}
+
+/// ClipGrad(x, dy, min, max): dy where min < x < max, else 0 (min and max
+/// optional scalars of x's type; absent is unbounded). The strict bounds are
+/// PyTorch's hardtanh_backward, which nn.ReLU6, F.relu6 and F.hardtanh (the
+/// exports of torchvision's activations) train with; torch.clamp's backward
+/// differs only at x exactly equal to a bound, where it passes dy.
+llvm::Error runClipGrad(const KernelCall &call) {
+  if (auto err = checkGradOperands(call))
+    return err;
+  const TensorRef &x = *call.input(0);
+  double bounds[2] = {-INFINITY, INFINITY};
+  for (size_t i : {2, 3}) {
+    const TensorRef *b = call.input(i);
+    if (!b)
+      continue;
+    if (b->dtype != x.dtype || b->numElements() != 1)
+      return kernelError(call.opType + ": " + (i == 2 ? "min" : "max") +
+                         " must be a scalar of type " + dtypeName(x.dtype) +
+                         ", has type " + dtypeName(b->dtype) + " and shape " +
+                         formatShape(b->shape));
+    visitDType(b->dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (isFloatStorage<T>())
+        bounds[i - 2] = static_cast<double>(load(b->as<T>()[0]));
+    });
+  }
+  return runGradMap(call, [lo = bounds[0], hi = bounds[1]](auto x, auto g) {
+    using C = decltype(x);
+    return x > static_cast<C>(lo) && x < static_cast<C>(hi) ? g : C(0);
   });
 }
 
