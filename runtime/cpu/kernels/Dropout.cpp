@@ -1,13 +1,13 @@
 //===- Dropout.cpp - Dropout and its gradient on the cpu backend ----------===//
 //
 // Inference-mode Dropout (training_mode false, or ratio 0) copies its input.
-// Training-mode Dropout keeps each element with probability 1 - ratio and
-// scales it by 1 / (1 - ratio), PyTorch's `x * mask * scale` with the scale
-// in float. The keep decisions come from Philox4x32-10 keyed by the run's
-// seed, with the step, the node's `seed_id` (stamped by build-training) and
-// the element index in the counter (support/Philox.h), so DropoutGrad can
-// regenerate the mask instead of keeping it, and every backend draws the
-// same mask.
+// The training form build-training makes, Dropout(x) {ratio, seed_id}, keeps
+// each element with probability 1 - ratio and scales it by 1 / (1 - ratio),
+// PyTorch's `x * mask * scale` with the scale in float. The keep decisions come
+// from Philox4x32-10 keyed by the run's seed, with the step, the node's
+// `seed_id` (stamped by build-training) and the element index in the counter
+// (support/Philox.h), so DropoutGrad can regenerate the mask instead of keeping
+// it, and every backend draws the same mask.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
@@ -48,16 +48,14 @@ struct DropoutStream {
 };
 } // namespace
 
-/// The stream of a training-mode node: `seed_id` must be set and the ratio
-/// below 1.
+/// The stream of a training-mode node (its `seed_id`, a ratio below 1).
 static llvm::Expected<DropoutStream> streamFor(const KernelCall &call,
                                                double ratio) {
   if (!(ratio >= 0 && ratio < 1))
     return kernelError(call.opType + ": ratio " + Twine(std::to_string(ratio)) +
                        " is outside [0, 1)");
   if (!call.attrs.has("seed_id"))
-    return kernelError(call.opType + ": training mode needs the seed_id "
-                                     "attribute build-training assigns");
+    return kernelError(call.opType + ": the seed_id attribute is missing");
   int64_t id = call.attrs.getInt("seed_id", 0);
   if (id < 0 || id > UINT32_MAX)
     return kernelError(call.opType + ": seed_id " + Twine(id) +
@@ -124,8 +122,20 @@ static Error dropoutForward(const KernelCall &call, const DropoutStream &s) {
 Error runDropout(const KernelCall &call) {
   if (!call.input(0) || !call.output(0))
     return kernelError("Dropout: data input and output are required");
-  // Before opset 12 Dropout has no training input: runtimes treat it as
-  // inference. From 12 on, training_mode (input 2) defaults to false.
+  // build-training's training form: Dropout(x) {ratio, seed_id}. The ratio
+  // is an attribute so that mixed precision, which converts float
+  // constants, cannot change it between forward and DropoutGrad.
+  if (call.attrs.has("seed_id")) {
+    if (!call.attrs.has("ratio"))
+      return kernelError("Dropout: the ratio attribute is missing");
+    auto stream = streamFor(call, call.attrs.getFloat("ratio", 0));
+    if (!stream)
+      return stream.takeError();
+    return dropoutForward(call, *stream);
+  }
+  // ONNX's form. Before opset 12 Dropout has no training input: runtimes
+  // treat it as inference. From 12 on, training_mode (input 2) defaults to
+  // false.
   bool training = false;
   double ratio = call.attrs.getFloat("ratio", 0.5);
   if (call.opsetVersion >= 12) {
@@ -145,12 +155,9 @@ Error runDropout(const KernelCall &call) {
       training = loadIndex(*t, 0) != 0;
     }
   }
-  if (training && ratio != 0) {
-    auto stream = streamFor(call, ratio);
-    if (!stream)
-      return stream.takeError();
-    return dropoutForward(call, *stream);
-  }
+  if (training && ratio != 0)
+    return kernelError("Dropout: training mode needs the seed_id attribute "
+                       "build-training assigns");
 
   const TensorRef &x = *call.input(0);
   TensorRef &y = *call.output(0);

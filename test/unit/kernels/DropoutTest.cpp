@@ -46,7 +46,7 @@ TEST(DropoutKernels, InferenceCopiesAndMasksTrue) {
   EXPECT_EQ(floatMask.f32s(), V(4, 1.0));
 }
 
-TEST(DropoutKernels, TrainingNeedsSeedIdAndRatioBelowOne) {
+TEST(DropoutKernels, OnnxTrainingFormNeedsSeedIdAndRatioBelowOne) {
   OwnedTensor x = OwnedTensor::f32({3}, {1, 2, 3});
   OwnedTensor training = OwnedTensor::of<bool>(DType::Bool, {}, {1});
   OwnedTensor half = OwnedTensor::f32({}, {0.5}),
@@ -61,9 +61,13 @@ TEST(DropoutKernels, TrainingNeedsSeedIdAndRatioBelowOne) {
                                 {&x, nullptr, &training}, {&y}, 13)),
             "");
   EXPECT_EQ(
-      errorText(runKernel(runDropout, "Dropout", attrs({intAttr("seed_id", 0)}),
-                          {&x, &one, &training}, {&y}, 13)),
+      errorText(runKernel(runDropout, "Dropout",
+                          attrs({intAttr("seed_id", 0), floatAttr("ratio", 1)}),
+                          {&x}, {&y}, 13)),
       "Dropout: ratio 1.000000 is outside [0, 1)");
+  EXPECT_EQ(errorText(runKernel(runDropout, "Dropout",
+                                attrs({intAttr("seed_id", 0)}), {&x}, {&y})),
+            "Dropout: the ratio attribute is missing");
   // Ratio 0 keeps everything even in training, without a stream.
   ASSERT_EQ(errorText(runKernel(runDropout, "Dropout", {},
                                 {&x, &zero, &training}, {&y}, 13)),
@@ -81,13 +85,10 @@ bool expectedKeep(uint64_t seed, int64_t step, uint32_t id, int64_t i,
 TEST(DropoutKernels, TrainingFollowsThePhiloxStreamAndScalesExactly) {
   const int64_t n = 1 << 18; // large enough for parallel ranges
   OwnedTensor x = OwnedTensor::f32({64, n / 64}, randomValues(n, -2, 2, 3));
-  OwnedTensor ratio = OwnedTensor::f32({}, {0.1});
-  OwnedTensor training = OwnedTensor::of<bool>(DType::Bool, {}, {1});
   OwnedTensor y(DType::F32, {64, n / 64}), mask(DType::Bool, {64, n / 64});
-  AttributeList a = attrs({intAttr("seed_id", 5)});
-  ASSERT_EQ(errorText(runAt(runDropout, "Dropout", a, {&x, &ratio, &training},
-                            {&y, &mask}, 7, 42)),
-            "");
+  AttributeList a = attrs({intAttr("seed_id", 5), floatAttr("ratio", 0.1f)});
+  ASSERT_EQ(
+      errorText(runAt(runDropout, "Dropout", a, {&x}, {&y, &mask}, 7, 42)), "");
   const float scale = 1.0f / (1.0f - 0.1f);
   const float *xs = x.ref.as<float>(), *ys = y.ref.as<float>();
   const bool *ms = mask.ref.as<bool>();
@@ -105,10 +106,11 @@ TEST(DropoutKernels, TrainingFollowsThePhiloxStreamAndScalesExactly) {
   // Another step, seed or node draws another mask; the same ones repeat it.
   auto maskAt = [&](int64_t step, uint64_t seed, int64_t id) {
     OwnedTensor m(DType::Bool, {64, n / 64});
-    EXPECT_EQ(
-        errorText(runAt(runDropout, "Dropout", attrs({intAttr("seed_id", id)}),
-                        {&x, &ratio, &training}, {&y, &m}, step, seed)),
-        "");
+    EXPECT_EQ(errorText(runAt(
+                  runDropout, "Dropout",
+                  attrs({intAttr("seed_id", id), floatAttr("ratio", 0.1f)}),
+                  {&x}, {&y, &m}, step, seed)),
+              "");
     return m.values<bool>();
   };
   V first = mask.values<bool>();
@@ -118,14 +120,13 @@ TEST(DropoutKernels, TrainingFollowsThePhiloxStreamAndScalesExactly) {
   EXPECT_NE(maskAt(7, 42, 6), first);
 }
 
-TEST(DropoutKernels, TrainingInHalfPrecisionAndFloatMask) {
+TEST(DropoutKernels, TrainingInBFloat16) {
   OwnedTensor x = OwnedTensor::of<BFloat16>(DType::BF16, {16}, V(16, 1.5));
-  OwnedTensor ratio = OwnedTensor::f32({}, {0.5});
-  OwnedTensor training = OwnedTensor::of<bool>(DType::Bool, {}, {1});
   OwnedTensor y(DType::BF16, {16}), mask(DType::Bool, {16});
   ASSERT_EQ(
-      errorText(runAt(runDropout, "Dropout", attrs({intAttr("seed_id", 0)}),
-                      {&x, &ratio, &training}, {&y, &mask}, 1, 0)),
+      errorText(runAt(runDropout, "Dropout",
+                      attrs({intAttr("seed_id", 0), floatAttr("ratio", 0.5)}),
+                      {&x}, {&y, &mask}, 1, 0)),
       "");
   V ys = y.values<BFloat16>(), ms = mask.values<bool>();
   for (int i = 0; i < 16; ++i)
@@ -135,12 +136,11 @@ TEST(DropoutKernels, TrainingInHalfPrecisionAndFloatMask) {
 TEST(DropoutKernels, GradRegeneratesTheForwardMask) {
   const int64_t n = 1000;
   OwnedTensor x = OwnedTensor::f32({n}, V(n, 1.0));
-  OwnedTensor ratio = OwnedTensor::f32({}, {0.25});
-  OwnedTensor training = OwnedTensor::of<bool>(DType::Bool, {}, {1});
   OwnedTensor y(DType::F32, {n}), mask(DType::Bool, {n});
   ASSERT_EQ(
-      errorText(runAt(runDropout, "Dropout", attrs({intAttr("seed_id", 3)}),
-                      {&x, &ratio, &training}, {&y, &mask}, 2, 9)),
+      errorText(runAt(runDropout, "Dropout",
+                      attrs({intAttr("seed_id", 3), floatAttr("ratio", 0.25)}),
+                      {&x}, {&y, &mask}, 2, 9)),
       "");
   OwnedTensor dy = OwnedTensor::f32({n}, randomValues(n, -1, 1, 4));
   AttributeList g = attrs({floatAttr("ratio", 0.25f), intAttr("seed_id", 3)});
