@@ -93,8 +93,8 @@ llvm::Expected<bool> lowerDropouts(ir::Graph &g, bool training) {
         (training && isTrainingDropout(n)))
       continue;
     // A training_mode initializer (not a Constant node) has bytes the
-    // compiler never reads: the kernel reads it at run time, and refuses
-    // true there, since the node has no seed_id.
+    // compiler never reads: the kernel reads it at run time, runs false and
+    // refuses true there, since the node has no seed_id.
     ir::Value *trainingMode = n.inputs.size() > 2 ? n.inputs[2] : nullptr;
     if (training && g.opsetVersion >= 12 && trainingMode &&
         (!trainingMode->def || trainingMode->def->opType != "Constant"))

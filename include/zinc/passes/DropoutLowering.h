@@ -33,7 +33,7 @@ bool isTrainingDropout(const ir::Node &n);
 /// training Dropouts before it in graph order (stable across recompiles and
 /// ranks), and its mask output is dropped unless something reads it. A
 /// training_mode given by an initializer, whose bytes the compiler never
-/// reads, is left to the kernel (which refuses true: no seed_id). Returns
+/// reads, is left to the kernel, which runs false and refuses true. Returns
 /// whether anything changed.
 llvm::Expected<bool> lowerDropouts(ir::Graph &g, bool training);
 

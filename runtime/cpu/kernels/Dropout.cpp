@@ -155,9 +155,12 @@ Error runDropout(const KernelCall &call) {
       training = loadIndex(*t, 0) != 0;
     }
   }
+  // build-training makes the training form wherever training_mode is a
+  // Constant node; an initializer's value is only seen here.
   if (training && ratio != 0)
-    return kernelError("Dropout: training mode needs the seed_id attribute "
-                       "build-training assigns");
+    return kernelError("Dropout: training_mode is true but build-training "
+                       "made no training form (no seed_id): give "
+                       "training_mode and ratio as Constant nodes");
 
   const TensorRef &x = *call.input(0);
   TensorRef &y = *call.output(0);

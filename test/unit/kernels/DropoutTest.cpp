@@ -54,8 +54,9 @@ TEST(DropoutKernels, OnnxTrainingFormNeedsSeedIdAndRatioBelowOne) {
   OwnedTensor y(DType::F32, {3});
   EXPECT_EQ(errorText(runKernel(runDropout, "Dropout", {},
                                 {&x, &half, &training}, {&y}, 13)),
-            "Dropout: training mode needs the seed_id attribute "
-            "build-training assigns");
+            "Dropout: training_mode is true but build-training made no "
+            "training form (no seed_id): give training_mode and ratio as "
+            "Constant nodes");
   // The default ratio is 0.5, so training without a ratio drops too.
   EXPECT_NE(errorText(runKernel(runDropout, "Dropout", {},
                                 {&x, nullptr, &training}, {&y}, 13)),
