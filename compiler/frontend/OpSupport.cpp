@@ -66,12 +66,18 @@ static llvm::Optional<double> constantScalar(llvm::StringRef name,
     return x;
   };
   switch (data->dtype) {
-  case DType::Bool: return data->bytes[0] != 0 ? 1.0 : 0.0;
-  case DType::F32: return static_cast<double>(as(float{}));
-  case DType::F64: return as(double{});
-  case DType::F16: return static_cast<double>(halfToFloat(as(uint16_t{})));
-  case DType::BF16: return static_cast<double>(bf16ToFloat(as(uint16_t{})));
-  default: return llvm::None;
+  case DType::Bool:
+    return data->bytes[0] != 0 ? 1.0 : 0.0;
+  case DType::F32:
+    return static_cast<double>(as(float{}));
+  case DType::F64:
+    return as(double{});
+  case DType::F16:
+    return static_cast<double>(halfToFloat(as(uint16_t{})));
+  case DType::BF16:
+    return static_cast<double>(bf16ToFloat(as(uint16_t{})));
+  default:
+    return llvm::None;
   }
 }
 
