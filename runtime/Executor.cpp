@@ -46,7 +46,8 @@ struct LaneStats {
 
 /// Runs one instruction: its kernel, or its copy between tiers.
 static llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
-                                  int64_t step, LaneStats &stats) {
+                                  int64_t step, uint64_t seed,
+                                  LaneStats &stats) {
   stats.gpuHighWater = std::max(stats.gpuHighWater, inst.gpuHighWater);
   stats.cpuHighWater = std::max(stats.cpuHighWater, inst.cpuHighWater);
   if (inst.kind == InstructionKind::Kernel) {
@@ -56,7 +57,8 @@ static llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
                          inst.attrs,
                          inst.inputs,
                          inst.outputs,
-                         step};
+                         step,
+                         seed};
     return inst.kernel(call);
   }
   uint64_t n = inst.copyBytes;
@@ -118,6 +120,8 @@ struct Executor::Impl {
 
   Program &program;
   bool serial;
+  /// The run's seed (ExecutorOptions::seed), passed to every kernel.
+  uint64_t seed;
   std::vector<Lane> lanes;
   /// Per plan index, when it started and ended (only while recording).
   std::vector<double> starts, ends;
@@ -137,7 +141,8 @@ struct Executor::Impl {
   bool recording = false;
   Clock::time_point stepStart;
 
-  Impl(Program &program, bool serial) : program(program), serial(serial) {}
+  Impl(Program &program, bool serial, uint64_t seed)
+      : program(program), serial(serial), seed(seed) {}
 
   double since(Clock::time_point t) const {
     return std::chrono::duration<double>(t - stepStart).count();
@@ -163,7 +168,7 @@ struct Executor::Impl {
       if (recording)
         starts[index] = since(Clock::now());
       if (llvm::Error err =
-              runInstruction(program, inst, stepNumber, lane.stats)) {
+              runInstruction(program, inst, stepNumber, seed, lane.stats)) {
         std::string message = llvm::toString(nodeError(inst, std::move(err)));
         {
           std::lock_guard<std::mutex> lock(mutex);
@@ -215,7 +220,7 @@ struct Executor::Impl {
     unsigned index = 0;
     for (PreparedInstruction &inst : program.instructions()) {
       double start = record ? since(Clock::now()) : 0;
-      if (llvm::Error err = runInstruction(program, inst, step, stats))
+      if (llvm::Error err = runInstruction(program, inst, step, seed, stats))
         return nodeError(inst, std::move(err));
       if (record)
         result.timings.push_back(
@@ -292,7 +297,7 @@ Executor::~Executor() { impl->stop(); }
 
 llvm::Expected<std::unique_ptr<Executor>>
 Executor::create(Program &program, const ExecutorOptions &opts) {
-  auto impl = std::make_unique<Impl>(program, opts.serial);
+  auto impl = std::make_unique<Impl>(program, opts.serial, opts.seed);
   if (!opts.serial) {
     auto &prepared = program.instructions();
     impl->eventCounts.assign(program.getPlan().num_events(), 0);
@@ -341,8 +346,8 @@ llvm::Expected<StepResult> Executor::run(int64_t step, bool recordTimings) {
 unsigned Executor::numThreads() const { return impl->lanes.size(); }
 
 llvm::Expected<StepResult> executeStep(Program &program, int64_t step,
-                                       bool recordTimings) {
-  Executor::Impl impl(program, /*serial=*/true);
+                                       bool recordTimings, uint64_t seed) {
+  Executor::Impl impl(program, /*serial=*/true, seed);
   return impl.runSerial(step, recordTimings);
 }
 

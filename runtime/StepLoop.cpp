@@ -269,6 +269,7 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
         return err;
   ExecutorOptions execOpts;
   execOpts.serial = opts.serial;
+  execOpts.seed = opts.seed;
   auto executor = Executor::create(program, execOpts);
   if (!executor)
     return executor.takeError();

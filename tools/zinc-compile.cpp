@@ -224,11 +224,11 @@ static Error compile() {
   zinc::passes::PassManager pm(ctx);
   if (auto err = configure(pm))
     return err;
-  std::string pipeline = mode == "train" ? "dce,build-training" : "dce";
+  std::string pipeline =
+      mode == "train" ? "dce,build-training" : "dce,inference-dropout";
   if (training.precision != zinc::PrecisionKind::FP32)
     pipeline += ",mixed-precision";
-  if (pipeline != "dce")
-    pipeline += ",dce";
+  pipeline += ",dce";
   pipeline += ",schedule";
   if (auto err = pm.parsePipeline(pipeline))
     return err;

@@ -35,7 +35,9 @@ static cl::opt<unsigned> nvmeQueueDepth(
 static cl::opt<bool> nvmeValidate(
     "nvme-validate", cl::desc("Re-read every NVMe write and compare (slow; for debugging)"),
     cl::cat(runCategory));
-static cl::opt<uint64_t> seed("seed", cl::desc("Seed for synthetic inputs"),
+static cl::opt<uint64_t> seed("seed",
+                              cl::desc("Seed of the synthetic inputs and of "
+                                       "Dropout's masks (default 0)"),
                               cl::init(0), cl::cat(runCategory));
 static cl::opt<std::string> metricsPath("metrics",
                                         cl::desc("Write one JSON object per step"),

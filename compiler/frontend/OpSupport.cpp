@@ -9,8 +9,10 @@
 #include "compiler/frontend/OnnxUtil.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/Float16.h"
 #include "llvm/ADT/Optional.h"
 #include <algorithm>
+#include <cstring>
 
 namespace zinc::frontend {
 
@@ -43,16 +45,65 @@ static llvm::StringRef optionalInput(const onnx::NodeProto &node, int i) {
                                : llvm::StringRef();
 }
 
-/// zinc's Dropout is the inference form (an identity); a training-mode
-/// Dropout would need a random mask the runtime does not make.
+/// The single element of a compile-time scalar, or None when `name` is not
+/// one (or not of a float or bool type).
+static llvm::Optional<double> constantScalar(llvm::StringRef name,
+                                             ConstantLookup constants) {
+  const onnx::TensorProto *t = constants(name);
+  if (!t)
+    return llvm::None;
+  llvm::Expected<TensorData> data = convertTensor(*t);
+  if (!data) {
+    llvm::consumeError(data.takeError());
+    return llvm::None;
+  }
+  if (numElements(data->shape) != 1 ||
+      data->bytes.size() != dtypeSize(data->dtype))
+    return llvm::None;
+  auto as = [&](auto zero) {
+    decltype(zero) x;
+    std::memcpy(&x, data->bytes.data(), sizeof(x));
+    return x;
+  };
+  switch (data->dtype) {
+  case DType::Bool:
+    return data->bytes[0] != 0 ? 1.0 : 0.0;
+  case DType::F32:
+    return static_cast<double>(as(float{}));
+  case DType::F64:
+    return as(double{});
+  case DType::F16:
+    return static_cast<double>(halfToFloat(as(uint16_t{})));
+  case DType::BF16:
+    return static_cast<double>(bf16ToFloat(as(uint16_t{})));
+  default:
+    return llvm::None;
+  }
+}
+
+/// zinc decides Dropout's mode at compile time (build-training makes the
+/// training form, --mode=infer the identity), so training_mode must be a
+/// constant, and in training mode so must the ratio, in [0, 1).
 static llvm::Error checkDropout(const onnx::NodeProto &node,
                                 ConstantLookup constants) {
   llvm::StringRef trainingMode = optionalInput(node, 2);
   if (trainingMode.empty() || isConstantFalse(trainingMode, constants))
     return llvm::Error::success();
-  return makeError("unsupported Dropout in training mode: training_mode "
-                   "input '" +
-                   trainingMode + "' must be a constant false");
+  if (!constantScalar(trainingMode, constants))
+    return makeError("unsupported Dropout in training mode: training_mode "
+                     "input '" +
+                     trainingMode + "' must be a constant");
+  llvm::StringRef ratioName = optionalInput(node, 1);
+  if (ratioName.empty())
+    return llvm::Error::success(); // 0.5
+  llvm::Optional<double> ratio = constantScalar(ratioName, constants);
+  if (!ratio)
+    return makeError("unsupported Dropout in training mode: ratio input '" +
+                     ratioName + "' must be a constant float scalar");
+  if (!(*ratio >= 0 && *ratio < 1))
+    return makeError("unsupported Dropout ratio " + std::to_string(*ratio) +
+                     " (input '" + ratioName + "'): it must be in [0, 1)");
+  return llvm::Error::success();
 }
 
 /// zinc's BatchNormalization uses the given running statistics; the

@@ -19,8 +19,9 @@ using ConstantLookup =
 using ElementTypeLookup = llvm::function_ref<int(llvm::StringRef)>;
 
 /// Refuses a node whose op zinc does not implement: not in Ops.def, outside
-/// the default domain, or used in a way the op's rule refuses (Dropout in
-/// training mode, ...). The error does not name the node; the caller does.
+/// the default domain, or used in a way the op's rule refuses (Dropout
+/// whose training_mode is not a constant, ...). The error does not name the
+/// node; the caller does.
 llvm::Error checkOpSupported(const onnx::NodeProto &node,
                              ConstantLookup constants);
 

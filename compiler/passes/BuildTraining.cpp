@@ -5,9 +5,11 @@
 // (one rule per op type, rules/Rules.def), and appends one optimizer-update
 // node per parameter, which later passes may move to the host. Gradient work
 // is emitted only for values on a path from a trainable parameter to the
-// loss.
+// loss. Training-mode Dropouts get their seeded form first
+// (DropoutLowering.h).
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/passes/DropoutLowering.h"
 #include "zinc/passes/LossOutput.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/passes/autodiff/GradientRules.h"
@@ -133,6 +135,10 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
   auto loss = findLossOutput(g, opts.loss);
   if (!loss)
     return loss.takeError();
+  // Dropout in training mode becomes the seeded training form (a ratio of
+  // 0 the identity) before anything reads the forward graph.
+  if (auto lowered = lowerDropouts(g, /*training=*/true); !lowered)
+    return lowered.takeError();
 
   llvm::Optional<llvm::Regex> freeze;
   if (!opts.freeze.empty()) {

@@ -41,6 +41,8 @@ struct ExecutorOptions {
   /// worker per stream: the reference the concurrent run must match bit for
   /// bit, and easier to debug (zinc-run: ZINC_SERIAL=1).
   bool serial = false;
+  /// The run's seed every kernel sees (Dropout's random stream).
+  uint64_t seed = 0;
 };
 
 /// Runs a program's steps: one worker thread per stream of the plan,
@@ -72,9 +74,10 @@ private:
 };
 
 /// Runs every instruction once in plan order on the calling thread (the
-/// serial reference, no threads); `step` is the 1-based step number.
+/// serial reference, no threads); `step` is the 1-based step number and
+/// `seed` the run's seed.
 llvm::Expected<StepResult> executeStep(Program &program, int64_t step,
-                                       bool recordTimings);
+                                       bool recordTimings, uint64_t seed = 0);
 
 } // namespace zinc::rt
 

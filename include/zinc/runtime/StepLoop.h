@@ -13,6 +13,8 @@ struct RunOptions {
   unsigned steps = 1;
   /// safetensors with one tensor per graph input, first dim = step.
   std::string dataPath;
+  /// Seeds the synthetic inputs and every Dropout mask (with the step and
+  /// the node's seed_id).
   uint64_t seed = 0;
   std::string metricsPath;
   std::string saveOutputsPath;

@@ -1,8 +1,9 @@
 //===- Shape.cpp - cpu kernels that reinterpret, describe or make shapes --===//
 //
-// Reshape, Unsqueeze, Squeeze, Flatten, Identity and inference-mode Dropout
-// move no element: the plan fixed every output shape at compile time and all
-// buffers are contiguous row-major, so each is one copy of the input bytes.
+// Reshape, Unsqueeze, Squeeze, Flatten and Identity move no element: the
+// plan fixed every output shape at compile time and all buffers are
+// contiguous row-major, so each is one copy of the input bytes (Dropout is
+// in Dropout.cpp).
 // Shape, Constant, ConstantOfShape and Range write values that depend only on
 // shapes and attributes.
 //
@@ -235,49 +236,6 @@ Error runRange(const KernelCall &call) {
       return Error::success();
     }
   });
-}
-
-Error runDropout(const KernelCall &call) {
-  if (Error e = requireIO(call, 1))
-    return e;
-  // Before opset 12 Dropout has no training input: runtimes treat it as
-  // inference. From 12 on, training_mode (input 2) defaults to false.
-  bool training = false;
-  double ratio = call.attrs.getFloat("ratio", 0.5);
-  if (call.opsetVersion >= 12) {
-    if (const TensorRef *r = call.input(1)) {
-      if (r->numElements() != 1)
-        return kernelError("Dropout: ratio must be a scalar");
-      ratio = visitDType(r->dtype, [&](auto tag) -> double {
-        using T = decltype(tag);
-        return static_cast<double>(load(r->template as<T>()[0]));
-      });
-    } else {
-      ratio = 0.5;
-    }
-    if (const TensorRef *t = call.input(2)) {
-      if (t->numElements() != 1)
-        return kernelError("Dropout: training_mode must be a scalar");
-      training = loadIndex(*t, 0) != 0;
-    }
-  }
-  if (training && ratio > 0)
-    return kernelError("unsupported: Dropout in training mode");
-  if (Error e = copyThrough(call))
-    return e;
-  // Every element is kept, so the mask is all true (all ones before opset
-  // 10, where the mask has the data's type).
-  if (TensorRef *mask = call.output(1)) {
-    if (mask->numElements() != call.input(0)->numElements())
-      return kernelError("Dropout: mask shape " + formatShape(mask->shape) +
-                         " differs from data shape " +
-                         formatShape(call.input(0)->shape));
-    visitDType(mask->dtype, [&](auto tag) {
-      using T = decltype(tag);
-      std::fill_n(mask->as<T>(), mask->numElements(), store<T>(1));
-    });
-  }
-  return Error::success();
 }
 
 } // namespace zinc::cpu

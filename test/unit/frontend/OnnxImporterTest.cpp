@@ -471,35 +471,48 @@ TEST(OpSupportTest, ElementTypeOutsideTheOpsSet) {
   EXPECT_FALSE(!!checkElementTypes(node, unknown));
 }
 
-TEST_F(OnnxImporterTest, DropoutMustBeInInferenceMode) {
+TEST_F(OnnxImporterTest, DropoutModeMustBeConstant) {
   const char *text = R"(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[2] x) => (float[2] y)
-<bool tm = {%d}>
-{ y = Dropout(x, , tm) }
+<bool tm = {%d}, float r = {%s}>
+{ y = Dropout(x, r, tm) }
 )";
   char buf[512];
-  std::snprintf(buf, sizeof buf, text, 0);
-  auto ok = importText(buf);
-  ASSERT_TRUE(!!ok) << llvm::toString(ok.takeError());
-  std::snprintf(buf, sizeof buf, text, 1);
+  // Constant training_mode, either value, with a ratio in [0, 1).
+  for (int tm : {0, 1})
+    for (const char *r : {"0.0", "0.1"}) {
+      std::snprintf(buf, sizeof buf, text, tm, r);
+      auto ok = importText(buf);
+      EXPECT_TRUE(!!ok) << buf << llvm::toString(ok.takeError());
+    }
+  std::snprintf(buf, sizeof buf, text, 1, "1.0");
   EXPECT_EQ(errorOf(importText(buf)),
             path("model.onnxtxt") +
-                ": node 'Dropout_0' (Dropout): unsupported Dropout in "
-                "training mode: training_mode input 'tm' must be a constant "
-                "false");
+                ": node 'Dropout_0' (Dropout): unsupported Dropout ratio "
+                "1.000000 (input 'r'): it must be in [0, 1)");
   // Without training_mode, Dropout is an identity.
   ASSERT_TRUE(!!importText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[2] x) => (float[2] y) { y = Dropout(x) }
 )"));
-  // A runtime training_mode is refused as well.
-  EXPECT_NE(errorOf(importText(R"(
+  // A runtime training_mode is refused, and so is a runtime ratio in
+  // training mode.
+  EXPECT_EQ(errorOf(importText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[2] x, bool tm) => (float[2] y) { y = Dropout(x, , tm) }
-)"))
-                .find("unsupported Dropout in training mode"),
-            std::string::npos);
+)")),
+            path("model.onnxtxt") +
+                ": node 'Dropout_0' (Dropout): unsupported Dropout in "
+                "training mode: training_mode input 'tm' must be a constant");
+  EXPECT_EQ(errorOf(importText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] x, float r) => (float[2] y) <bool tm = {1}> { y = Dropout(x, r, tm) }
+)")),
+            path("model.onnxtxt") +
+                ": node 'Dropout_0' (Dropout): unsupported Dropout in "
+                "training mode: ratio input 'r' must be a constant float "
+                "scalar");
 }
 
 TEST_F(OnnxImporterTest, BatchNormalizationTrainingIsRefused) {

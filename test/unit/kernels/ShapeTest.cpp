@@ -1,4 +1,4 @@
-//===- ShapeTest.cpp - Reshape-like, Shape, Constant*, Range, Dropout -----===//
+//===- ShapeTest.cpp - Reshape-like, Shape, Constant*, Range --------------===//
 #include "test/unit/kernels/KernelCallHelpers.h"
 #include <cmath>
 #include <gtest/gtest.h>
@@ -197,45 +197,6 @@ TEST(ShapeKernels, RangeErrors) {
   EXPECT_NE(
       errorText(runKernel(runRange, "Range", {}, {&s, &l, &one}, {&shortOut})),
       "");
-}
-
-TEST(ShapeKernels, DropoutInferenceCopiesAndMasksTrue) {
-  OwnedTensor x = OwnedTensor::f32({2, 2}, {1, -2, 3, -4});
-  OwnedTensor ratio = OwnedTensor::f32({}, {0.3});
-  OwnedTensor y(DType::F32, {2, 2}), mask(DType::Bool, {2, 2});
-  ASSERT_EQ(errorText(runKernel(runDropout, "Dropout", {}, {&x, &ratio},
-                                {&y, &mask}, 13)),
-            "");
-  EXPECT_EQ(y.f32s(), (V{1, -2, 3, -4}));
-  EXPECT_EQ(mask.values<bool>(), V(4, 1.0));
-
-  // Before opset 10 the mask has the data's type.
-  OwnedTensor floatMask(DType::F32, {2, 2});
-  ASSERT_EQ(errorText(runKernel(runDropout, "Dropout",
-                                attrs({floatAttr("ratio", 0.5)}), {&x},
-                                {&y, &floatMask}, 7)),
-            "");
-  EXPECT_EQ(floatMask.f32s(), V(4, 1.0));
-}
-
-TEST(ShapeKernels, DropoutTrainingMode) {
-  OwnedTensor x = OwnedTensor::f32({3}, {1, 2, 3});
-  OwnedTensor training = OwnedTensor::of<bool>(DType::Bool, {}, {1});
-  OwnedTensor half = OwnedTensor::f32({}, {0.5}),
-              zero = OwnedTensor::f32({}, {0});
-  OwnedTensor y(DType::F32, {3});
-  EXPECT_EQ(errorText(runKernel(runDropout, "Dropout", {},
-                                {&x, &half, &training}, {&y}, 13)),
-            "unsupported: Dropout in training mode");
-  // The default ratio is 0.5, so training without a ratio drops too.
-  EXPECT_EQ(errorText(runKernel(runDropout, "Dropout", {},
-                                {&x, nullptr, &training}, {&y}, 13)),
-            "unsupported: Dropout in training mode");
-  // Ratio 0 keeps everything even in training.
-  ASSERT_EQ(errorText(runKernel(runDropout, "Dropout", {},
-                                {&x, &zero, &training}, {&y}, 13)),
-            "");
-  EXPECT_EQ(y.f32s(), (V{1, 2, 3}));
 }
 
 } // namespace

@@ -78,7 +78,9 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
-            "unknown pass 'tile-everything'; valid passes: build-training, dce, schedule, place, insert-transfers, allocate, mixed-precision");
+            "unknown pass 'tile-everything'; valid passes: build-training, "
+            "dce, schedule, place, insert-transfers, allocate, "
+            "mixed-precision, inference-dropout");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
   EXPECT_EQ(message(pm.parsePipeline("dce,,dce")),
             "empty pass name in pipeline 'dce,,dce'");
@@ -205,7 +207,9 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
-            "unknown pass 'nope' to print after; valid passes: build-training, dce, schedule, place, insert-transfers, allocate, mixed-precision");
+            "unknown pass 'nope' to print after; valid passes: build-training, "
+            "dce, schedule, place, insert-transfers, allocate, "
+            "mixed-precision, inference-dropout");
 }
 
 TEST(PassManager, DumpComesBeforeTheVerifierFailure) {

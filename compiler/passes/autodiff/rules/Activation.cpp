@@ -184,23 +184,4 @@ llvm::Error gradIdentity(GradientBuilder &b) {
   return b.setGrad(0, b.outputGrad(0));
 }
 
-/// Inference-mode Dropout (the only one zinc runs) is an identity on the
-/// data. Its mask does not depend on any input, so a gradient reaching the
-/// mask (float before opset 10) contributes nothing, and neither data nor a
-/// float ratio input get anything from it.
-llvm::Error gradDropout(GradientBuilder &b) {
-  ir::Value *x = b.input(0);
-  if (b.needsGrad(0)) {
-    ir::Value *dy = b.outputGrad(0);
-    if (auto err = b.setGrad(0, dy ? dy : zeros(b, x->dtype, x->shape)))
-      return err;
-  }
-  for (unsigned i = 1; i < b.numInputs(); ++i)
-    if (b.needsGrad(i))
-      if (auto err =
-              b.setGrad(i, zeros(b, b.input(i)->dtype, b.input(i)->shape)))
-        return err;
-  return llvm::Error::success();
-}
-
 } // namespace zinc::autodiff

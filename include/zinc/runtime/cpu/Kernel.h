@@ -43,6 +43,9 @@ struct KernelCall {
   /// 1-based number of the training step being run (Adam's bias
   /// correction counts it).
   int64_t step = 1;
+  /// The run's seed (zinc-run --seed): with `step` and a node's `seed_id`,
+  /// the key and counter of the random stream Dropout draws its mask from.
+  uint64_t seed = 0;
 
   TensorRef *output(size_t i) const {
     return i < outputs.size() ? outputs[i] : nullptr;
