@@ -224,7 +224,7 @@ static Error compile() {
   zinc::passes::PassManager pm(ctx);
   if (auto err = configure(pm))
     return err;
-  std::string pipeline = mode == "train" ? "dce,build-training" : "dce";
+  std::string pipeline = mode == "train" ? "dce,build-training" : "dce,inference-form";
   if (training.precision != zinc::PrecisionKind::FP32)
     pipeline += ",mixed-precision";
   if (pipeline != "dce")

@@ -1,0 +1,147 @@
+"""End-to-end: torchvision's resnet18 exported in training mode trains like PyTorch.
+
+resnet18 (10 classes, 32x32 inputs, batch 8) wrapped so forward(x, targets)
+returns the cross-entropy, exported with torch.onnx.TrainingMode.TRAINING at
+opsets 14 and 17 (BatchNormalization with training_mode=1, momentum = 1 -
+PyTorch's momentum, three outputs), is trained for 4 steps of SGD with
+momentum by
+
+    zinc-compile MODEL -o PLAN --optimizer=sgd --lr=0.05 --momentum=0.9
+    zinc-run PLAN --steps=4 --data=DATA --metrics=M --save-weights=W
+
+and by torch.optim.SGD on the same data, the module in train() mode. Checks:
+  - every step's loss within 1e-4 relative of PyTorch's;
+  - every trained tensor (keyed by ONNX initializer name, paired with the
+    module's parameters) within 1e-4 of that tensor's largest magnitude;
+  - the BatchNorm running means, saved by --save-weights under their
+    initializer names, within 1e-4 relative the same way, and the running
+    variances within 1e-4 of PyTorch's, which updates them with the
+    unbiased batch variance (zinc follows PyTorch there, not ONNX's
+    reference update with the population variance);
+  - the compile report counts the running statistics as model state: not
+    trainable, still in "params".
+The opset 17 case also runs with the weights and running statistics in the
+CPU tier (--offload-params=cpu --offload-optimizer=cpu) and must give the same
+bits.
+
+Run: ZINC_BUILD_DIR=/path/to/build /usr/bin/python3 -m unittest test.e2e.test_batchnorm_training
+"""
+
+import copy
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
+import models  # noqa: E402
+import safetensors_io as st  # noqa: E402
+from test_train_vs_pytorch import run_tool, tools  # noqa: E402
+
+STEPS = 4
+RTOL = 1e-4
+LR, MOMENTUM = 0.01, 0.9
+
+
+class BatchNormTrainingTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.compile_bin, cls.run_bin = tools()
+        torch.set_num_threads(1)
+        cls.tmp = tempfile.TemporaryDirectory(prefix="zinc-e2e-bn-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def check_close(self, what, got, want, rtol=RTOL):
+        self.assertEqual(got.shape, want.shape, what)
+        scale = max(float(np.max(np.abs(want))), 1e-30)
+        err = float(np.max(np.abs(got.astype(np.float64) - want)))
+        self.assertLessEqual(err, rtol * scale,
+                             "%s: max error %.3g, largest magnitude %.3g"
+                             % (what, err, scale))
+
+    def run_case(self, opset, offload):
+        work = os.path.join(self.tmp.name, "opset%d" % opset)
+        os.makedirs(work, exist_ok=True)
+        path = lambda f: os.path.join(work, f)  # noqa: E731
+
+        model, data = models.build("resnet18", seed=int(os.environ.get("BN_SEED", "0")))
+        data = {k: v[:STEPS] for k, v in data.items()}
+        models.export_training(model, data, opset, path("model.onnx"))
+        import onnx
+        from onnx import numpy_helper
+        exported = onnx.load(path("model.onnx"))
+        batchnorms = [n for n in exported.graph.node if n.op_type == "BatchNormalization"]
+        self.assertEqual(len(batchnorms), 20)
+        for n in batchnorms:
+            attrs = {a.name: a for a in n.attribute}
+            self.assertEqual(attrs["training_mode"].i, 1)
+            self.assertEqual(len(n.output), 3)
+        inits = {t.name: numpy_helper.to_array(t) for t in exported.graph.initializer}
+        imap = models.initializer_map(model, inits, buffers=True)
+        st.save_file(data, path("data.safetensors"))
+
+        reference = copy.deepcopy(model).train()
+        want_losses = models.train_reference(reference, data, "sgd", steps=STEPS,
+                                             lr=LR, momentum=MOMENTUM)
+        want = models.weights_by_initializer(reference, imap, buffers=True)
+
+        flags = ["--optimizer=sgd", "--lr=%g" % LR, "--momentum=%g" % MOMENTUM]
+        runs = [("gpu", [])]
+        if offload:
+            runs.append(("offload", ["--offload-params=cpu", "--offload-optimizer=cpu"]))
+        results = {}
+        for tag, extra in runs:
+            run_tool([self.compile_bin, path("model.onnx"), "-o", path(tag + ".zplan"),
+                      "--report=" + path(tag + ".json")] + flags + extra)
+            run_tool([self.run_bin, path(tag + ".zplan"), "--backend=cpu",
+                      "--steps=%d" % STEPS, "--data=" + path("data.safetensors"),
+                      "--metrics=" + path(tag + ".jsonl"),
+                      "--save-weights=" + path(tag + ".safetensors")])
+            with open(path(tag + ".jsonl")) as f:
+                losses = [json.loads(line)["loss"] for line in f]
+            results[tag] = (losses, st.load_file(path(tag + ".safetensors")))
+
+        losses, got = results["gpu"]
+        np.testing.assert_allclose(losses, want_losses, rtol=RTOL)
+        self.assertEqual(sorted(got), sorted(want))
+        stats = [n for n in want if n.endswith(("running_mean", "running_var"))]
+        self.assertEqual(len(stats), 40)
+        for name in sorted(want):
+            self.check_close(name, got[name], want[name])
+            if name in stats:
+                # The running statistics moved: the update is not a no-op.
+                self.assertFalse(np.array_equal(got[name], inits[name]), name)
+
+        with open(path("gpu.json")) as f:
+            report = json.load(f)["model"]
+        state = sum(inits[n].size for n in stats)
+        params = sum(v.size for v in inits.values() if v.dtype.kind == "f")
+        self.assertEqual(report["model_state"], state)
+        self.assertEqual(report["params"], params)
+        self.assertEqual(report["trainable_params"], params - state)
+
+        if offload:
+            off_losses, off = results["offload"]
+            self.assertEqual(off_losses, losses)
+            for name in sorted(got):
+                np.testing.assert_array_equal(off[name], got[name], name)
+
+    def test_opset14(self):
+        self.run_case(14, offload=False)
+
+    def test_opset17_and_offloaded(self):
+        self.run_case(17, offload=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
