@@ -13,7 +13,7 @@ packages=(
   libaio-dev                            # NVMe tier
   fio                                   # NVMe tier benchmark baseline (make bench-nvme)
   libopenmpi-dev openmpi-bin            # multi-rank cpu collectives
-  python3-torch python3-onnx python3-numpy  # end-to-end references (test side)
+  python3-torch python3-torchvision python3-onnx python3-numpy  # end-to-end references (test side)
 )
 
 sudo=""

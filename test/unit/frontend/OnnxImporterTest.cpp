@@ -502,7 +502,28 @@ g (float[2] x, bool tm) => (float[2] y) { y = Dropout(x, , tm) }
             std::string::npos);
 }
 
-TEST_F(OnnxImporterTest, BatchNormalizationTrainingIsRefused) {
+// Training mode: the running statistics (float initializers) become model
+// state; the running-stat outputs stay ordinary values.
+TEST_F(OnnxImporterTest, BatchNormalizationTrainingRunningStatsAreModelState) {
+  auto g = importText(R"(
+<ir_version: 8, opset_import: ["" : 15]>
+g (float[2, 3] x) => (float[2, 3] y)
+<float[3] s = {1, 1, 1}, float[3] b = {0, 0, 0}, float[3] m = {0, 0, 0},
+ float[3] v = {1, 1, 1}>
+{
+  y, rm, rv = BatchNormalization<training_mode = 1>(x, s, b, m, v)
+}
+)");
+  if (!g)
+    FAIL() << errorOf(std::move(g));
+  EXPECT_EQ((*g)->lookupValue("s")->role, ir::ValueRole::Parameter);
+  EXPECT_EQ((*g)->lookupValue("m")->role, ir::ValueRole::ModelState);
+  EXPECT_EQ((*g)->lookupValue("v")->role, ir::ValueRole::ModelState);
+  EXPECT_EQ((*g)->lookupValue("rm")->role, ir::ValueRole::Activation);
+}
+
+// A running statistic that is not an initializer has nothing to update.
+TEST_F(OnnxImporterTest, BatchNormalizationTrainingNeedsInitializerStats) {
   EXPECT_NE(
       errorOf(importText(R"(
 <ir_version: 8, opset_import: ["" : 15]>
@@ -511,8 +532,9 @@ g (float[2, 3] x, float[3] s, float[3] b, float[3] m, float[3] v)
   y, rm, rv = BatchNormalization<training_mode = 1>(x, s, b, m, v)
 }
 )"))
-          .find("node 'BatchNormalization_0' (BatchNormalization): unsupported "
-                "BatchNormalization with training_mode=1"),
+          .find("node 'BatchNormalization_0' (BatchNormalization): "
+                "training-mode BatchNormalization needs its running mean "
+                "(input 3 'm') to be a float initializer"),
       std::string::npos);
 }
 

@@ -78,7 +78,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
-            "unknown pass 'tile-everything'; valid passes: build-training, dce, schedule, place, insert-transfers, allocate, mixed-precision");
+            "unknown pass 'tile-everything'; valid passes: build-training, dce, schedule, place, insert-transfers, allocate, mixed-precision, inference-form");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
   EXPECT_EQ(message(pm.parsePipeline("dce,,dce")),
             "empty pass name in pipeline 'dce,,dce'");
@@ -205,7 +205,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
-            "unknown pass 'nope' to print after; valid passes: build-training, dce, schedule, place, insert-transfers, allocate, mixed-precision");
+            "unknown pass 'nope' to print after; valid passes: build-training, dce, schedule, place, insert-transfers, allocate, mixed-precision, inference-form");
 }
 
 TEST(PassManager, DumpComesBeforeTheVerifierFailure) {
