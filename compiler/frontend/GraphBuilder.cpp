@@ -57,32 +57,23 @@ llvm::Expected<ir::Value *> GraphBuilder::addTypedValue(const std::string &name,
 }
 
 /// BatchNormalization in training mode updates its running mean and variance
-/// (inputs 3 and 4) every step: they are model state, not parameters, and
-/// must be float initializers so that there is a tensor to update.
-static llvm::Error markModelState(const onnx::NodeProto &node,
-                                  llvm::ArrayRef<ir::Value *> inputs) {
+/// (inputs 3 and 4) every step: when they are float initializers they are
+/// model state, not parameters. (build-training refuses other running
+/// statistics; inference only reads them.)
+static void markModelState(const onnx::NodeProto &node,
+                           llvm::ArrayRef<ir::Value *> inputs) {
   if (node.op_type() != "BatchNormalization")
-    return llvm::Error::success();
+    return;
   bool training = false;
   for (const onnx::AttributeProto &a : node.attribute())
     if (a.name() == "training_mode")
       training = a.i() != 0;
   if (!training)
-    return llvm::Error::success();
-  static const char *const what[] = {"running mean", "running variance"};
-  for (unsigned i = 3; i < 5 && i < inputs.size(); ++i) {
-    ir::Value *v = inputs[i];
-    if (!v)
-      continue;
-    if (!v->init || (v->role != ir::ValueRole::Parameter &&
-                     v->role != ir::ValueRole::ModelState))
-      return makeError(llvm::Twine("training-mode BatchNormalization needs its ") +
-                       what[i - 3] + " (input " + llvm::Twine(i) + " '" +
-                       v->name + "') to be a float initializer: it is model "
-                       "state the step updates in place");
-    v->role = ir::ValueRole::ModelState;
-  }
-  return llvm::Error::success();
+    return;
+  for (unsigned i = 3; i < 5 && i < inputs.size(); ++i)
+    if (ir::Value *v = inputs[i])
+      if (v->init && v->role == ir::ValueRole::Parameter)
+        v->role = ir::ValueRole::ModelState;
 }
 
 llvm::Error GraphBuilder::addNode(const onnx::NodeProto &node, size_t index) {
@@ -97,8 +88,7 @@ llvm::Error GraphBuilder::addNode(const onnx::NodeProto &node, size_t index) {
       return makeError("input '" + name + "' is not defined before the node");
     inputs.push_back(v);
   }
-  if (llvm::Error err = markModelState(node, inputs))
-    return err;
+  markModelState(node, inputs);
   llvm::SmallVector<ir::Value *, 2> outputs;
   for (const std::string &name : node.output()) {
     if (name.empty()) {

@@ -82,7 +82,8 @@ llvm::Error checkRoles(const Graph &g, const GraphFacts &facts) {
         v->role != ValueRole::ModelState)
       return fail("value " + quoted(*v) + " has an initializer but role " +
                   roleName(v->role) + ", expected param or const");
-    if (!v->init && (isInitializerRole(v->role) || v->role == ValueRole::ModelState))
+    if (!v->init &&
+        (isInitializerRole(v->role) || v->role == ValueRole::ModelState))
       return fail("value " + quoted(*v) + " has role " + roleName(v->role) +
                   " but no initializer");
     if (v->role == ValueRole::Input && !facts.inputs.count(v.get()))

@@ -147,7 +147,8 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
   };
   // BatchNorm running statistics are model state: updated in place by the
   // step (below the forward node that computes them), never trained.
-  appendModelStateUpdates(g);
+  if (auto updated = appendModelStateUpdates(g); !updated)
+    return updated.takeError();
 
   // Forward: values that depend on a trainable parameter through ops that
   // carry gradient.

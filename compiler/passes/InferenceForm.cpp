@@ -33,7 +33,8 @@ AttributeList withoutTrainingAttrs(const AttributeList &attrs) {
 }
 
 llvm::Expected<bool> InferenceForm::run(ir::Graph &g, PassContext &) {
-  llvm::DenseSet<const ir::Value *> used(g.outputs().begin(), g.outputs().end());
+  llvm::DenseSet<const ir::Value *> used(g.outputs().begin(),
+                                         g.outputs().end());
   for (const auto &n : g.nodes())
     for (const ir::Value *v : n->inputs)
       used.insert(v);
@@ -46,12 +47,13 @@ llvm::Expected<bool> InferenceForm::run(ir::Graph &g, PassContext &) {
       continue;
     for (unsigned i = 1; i < n->outputs.size(); ++i)
       if (n->outputs[i] && llvm::is_contained(g.outputs(), n->outputs[i]))
-        return makeError(n->describe() +
-                         ": unsupported with --mode=infer: training-mode "
-                         "BatchNormalization whose updated running statistic '" +
-                         n->outputs[i]->name +
-                         "' is a graph output (inference normalises with the "
-                         "running statistics and leaves them unchanged)");
+        return makeError(
+            n->describe() +
+            ": unsupported with --mode=infer: training-mode "
+            "BatchNormalization whose updated running statistic '" +
+            n->outputs[i]->name +
+            "' is a graph output (inference normalises with the "
+            "running statistics and leaves them unchanged)");
     n->attrs = withoutTrainingAttrs(n->attrs);
     changed = true;
     // Outputs 1 and 2 are the updated running mean and variance (inputs 3
@@ -64,7 +66,8 @@ llvm::Expected<bool> InferenceForm::run(ir::Graph &g, PassContext &) {
       out->def = nullptr;
       if (!used.count(out))
         continue;
-      ir::Node *next = k + 1 < g.nodes().size() ? g.nodes()[k + 1].get() : nullptr;
+      ir::Node *next =
+          k + 1 < g.nodes().size() ? g.nodes()[k + 1].get() : nullptr;
       g.insertNode(next, "Identity", g.uniqueNodeName(out->name),
                    {n->inputs[i + 2]}, {out});
     }

@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/ModelStateUpdates.h"
+#include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Twine.h"
 
 namespace zinc {
 
@@ -22,13 +24,25 @@ static std::vector<ir::Node *> trainingBatchNorms(const ir::Graph &g) {
   return found;
 }
 
-bool appendModelStateUpdates(ir::Graph &g) {
+llvm::Expected<bool> appendModelStateUpdates(ir::Graph &g) {
   std::vector<ir::Node *> batchNorms = trainingBatchNorms(g);
+  static const char *const what[] = {"running mean", "running variance"};
+  for (const ir::Node *n : batchNorms)
+    for (unsigned i = 3; i < 5; ++i)
+      if (n->inputs[i]->role != ir::ValueRole::ModelState)
+        return makeError(n->describe() +
+                         ": unsupported: training-mode "
+                         "BatchNormalization whose " +
+                         what[i - 3] + " (input " + llvm::Twine(i) + " '" +
+                         n->inputs[i]->name +
+                         "') is not a float initializer: zinc keeps the "
+                         "running statistics as model state updated in place");
   // The node after each, found in one walk (inserting keeps pointers valid).
   llvm::DenseMap<const ir::Node *, ir::Node *> nextOf;
   auto nodes = g.nodes();
   for (size_t k = 0; k < nodes.size(); ++k)
-    nextOf[nodes[k].get()] = k + 1 < nodes.size() ? nodes[k + 1].get() : nullptr;
+    nextOf[nodes[k].get()] =
+        k + 1 < nodes.size() ? nodes[k + 1].get() : nullptr;
   for (ir::Node *n : batchNorms) {
     ir::Value *x = n->outputs[0] ? n->outputs[0] : n->inputs[0];
     std::string base = x->name;
@@ -41,8 +55,9 @@ bool appendModelStateUpdates(ir::Graph &g) {
       if (n->outputs[i])
         continue;
       const ir::Value *like = n->inputs[i <= 2 ? i + 2 : 3];
-      ir::Value *v = g.addValue(g.uniqueValueName(base + suffixes[i]), like->dtype,
-                                like->shape, ir::ValueRole::Activation);
+      ir::Value *v =
+          g.addValue(g.uniqueValueName(base + suffixes[i]), like->dtype,
+                     like->shape, ir::ValueRole::Activation);
       v->def = n;
       n->outputs[i] = v;
     }

@@ -3,6 +3,7 @@
 #define ZINC_PASSES_MODELSTATEUPDATES_H
 
 #include "zinc/ir/Graph.h"
+#include "llvm/Support/Error.h"
 
 namespace zinc {
 
@@ -13,8 +14,9 @@ namespace zinc {
 /// gradient reuses instead of recomputing them), and inserts right after it
 /// the in-place stores of the updated statistics into the running-stat
 /// model state (zinc.CopyInto, whose effects every later pass knows).
-/// Returns whether the graph changed.
-bool appendModelStateUpdates(ir::Graph &g);
+/// Returns whether the graph changed; an error when a running statistic is
+/// not model state (a float initializer), since there is nothing to update.
+llvm::Expected<bool> appendModelStateUpdates(ir::Graph &g);
 
 } // namespace zinc
 

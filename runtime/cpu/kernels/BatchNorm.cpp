@@ -77,7 +77,8 @@ static void batchStatistics(const T *x, int64_t batch, int64_t channels,
   using C = ComputeT<T>;
   stats.assign(channels, {});
   double count = static_cast<double>(batch * inner);
-#pragma omp parallel for schedule(static) if (batch * channels * inner > kParallelWork)
+#pragma omp parallel for schedule(static) if (batch * channels * inner >       \
+                                              kParallelWork)
   for (int64_t c = 0; c < channels; ++c) {
     double sum = 0;
     for (int64_t n = 0; n < batch; ++n) {
@@ -174,9 +175,9 @@ llvm::Error runBatchNormalization(const KernelCall &call) {
     if (TensorRef *t = call.outputs[i])
       if (!isFloatDType(t->dtype) || t->numElements() != params)
         return kernelError("BatchNormalization: output " + llvm::Twine(i) +
-                           " is " + dtypeName(t->dtype) + formatShape(t->shape) +
-                           ", expected " + llvm::Twine(params) +
-                           " float elements");
+                           " is " + dtypeName(t->dtype) +
+                           formatShape(t->shape) + ", expected " +
+                           llvm::Twine(params) + " float elements");
 
   double epsilon = call.attrs.getFloat("epsilon", 1e-5);
   std::vector<double> s = loadParam(*scale), b = loadParam(*bias),
@@ -216,10 +217,9 @@ llvm::Error runBatchNormalization(const KernelCall &call) {
     });
     // Written after the running statistics were read: a plan may give an
     // output the memory of its input.
-    for (auto [i, values] : {std::make_pair(1, &runningMean),
-                             std::make_pair(2, &runningVar),
-                             std::make_pair(3, &batchMean),
-                             std::make_pair(4, &invStd)})
+    for (auto [i, values] :
+         {std::make_pair(1, &runningMean), std::make_pair(2, &runningVar),
+          std::make_pair(3, &batchMean), std::make_pair(4, &invStd)})
       if (TensorRef *t = call.output(i))
         storeParam(*t, *values);
     return llvm::Error::success();

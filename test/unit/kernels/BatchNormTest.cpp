@@ -96,7 +96,8 @@ static TrainingReference trainingReference(const std::vector<double> &x,
     double mean = sum / count;
     for (int64_t b = 0; b < n; ++b)
       for (int64_t i = 0; i < s; ++i)
-        sq += (x[(b * c + ch) * s + i] - mean) * (x[(b * c + ch) * s + i] - mean);
+        sq +=
+            (x[(b * c + ch) * s + i] - mean) * (x[(b * c + ch) * s + i] - mean);
     double var = sq / count, inv = 1 / std::sqrt(var + eps);
     for (int64_t b = 0; b < n; ++b)
       for (int64_t i = 0; i < s; ++i) {
@@ -206,15 +207,14 @@ TEST(BatchNormTest, GradientWithAndWithoutSavedStatistics) {
       db1(DType::F32, {c}), dx2(DType::F32, {n, c, s}), ds2(DType::F32, {c}),
       db2(DType::F32, {c});
   AttributeList grad = attrs({floatAttr("epsilon", 1e-5)});
-  ASSERT_EQ(errorText(runKernel(runBatchNormalizationGrad,
-                                "BatchNormalizationGrad", grad,
-                                {&dy, &x, &scale, &mean, &invStd},
-                                {&dx1, &ds1, &db1})),
+  ASSERT_EQ(errorText(runKernel(
+                runBatchNormalizationGrad, "BatchNormalizationGrad", grad,
+                {&dy, &x, &scale, &mean, &invStd}, {&dx1, &ds1, &db1})),
             "");
-  ASSERT_EQ(errorText(runKernel(runBatchNormalizationGrad,
-                                "BatchNormalizationGrad", grad,
-                                {&dy, &x, &scale}, {&dx2, &ds2, &db2})),
-            "");
+  ASSERT_EQ(
+      errorText(runKernel(runBatchNormalizationGrad, "BatchNormalizationGrad",
+                          grad, {&dy, &x, &scale}, {&dx2, &ds2, &db2})),
+      "");
   expectNear(dx1.f32s(), dx2.f32s(), 1e-5, "dx");
   expectNear(ds1.f32s(), ds2.f32s(), 1e-5, "dscale");
   EXPECT_EQ(db1.f32s(), db2.f32s());

@@ -41,10 +41,12 @@ static llvm::Error gradTrainingBatchNorm(GradientBuilder &b) {
   }
   AttributeList attrs;
   attrs.set(makeFloatAttr("epsilon", b.attrs().getFloat("epsilon", 1e-5)));
-  llvm::SmallVector<ir::Value *, 4> grads = b.ops(
-      "BatchNormalizationGrad", operands,
-      {{x->dtype, x->shape}, {scale->dtype, scale->shape}, {bias->dtype, bias->shape}},
-      std::move(attrs), "zinc");
+  llvm::SmallVector<ir::Value *, 4> grads =
+      b.ops("BatchNormalizationGrad", operands,
+            {{x->dtype, x->shape},
+             {scale->dtype, scale->shape},
+             {bias->dtype, bias->shape}},
+            std::move(attrs), "zinc");
   for (unsigned i = 0; i < 3; ++i)
     if (b.needsGrad(i))
       if (auto err = b.setGrad(i, grads[i]))

@@ -47,15 +47,16 @@ static void storeFloats(TensorRef &t, const std::vector<double> &values) {
 }
 
 template <typename T>
-static void batchNormGrad(const T *dy, const T *x, T *dx, int64_t batch,
-                          int64_t channels, int64_t inner, bool haveStats,
-                          double epsilon, const std::vector<double> &scale,
-                          std::vector<double> &mean, std::vector<double> &invStd,
-                          std::vector<double> &sumDy,
-                          std::vector<double> &sumDyXhat) {
+static void
+batchNormGrad(const T *dy, const T *x, T *dx, int64_t batch, int64_t channels,
+              int64_t inner, bool haveStats, double epsilon,
+              const std::vector<double> &scale, std::vector<double> &mean,
+              std::vector<double> &invStd, std::vector<double> &sumDy,
+              std::vector<double> &sumDyXhat) {
   using C = ComputeT<T>;
   double count = static_cast<double>(batch * inner);
-#pragma omp parallel for schedule(static) if (batch * channels * inner > kParallelWork)
+#pragma omp parallel for schedule(static) if (batch * channels * inner >       \
+                                              kParallelWork)
   for (int64_t c = 0; c < channels; ++c) {
     auto plane = [&](int64_t n) { return (n * channels + c) * inner; };
     if (!haveStats) {
@@ -103,8 +104,8 @@ llvm::Error runBatchNormalizationGrad(const KernelCall &call) {
             *dbias = call.output(2);
   if (!dy || !x || !scale)
     return kernelError("BatchNormalizationGrad: needs inputs dy, x and scale");
-  if (!isFloatDType(x->dtype) || dy->dtype != x->dtype || dy->shape != x->shape ||
-      x->rank() < 2)
+  if (!isFloatDType(x->dtype) || dy->dtype != x->dtype ||
+      dy->shape != x->shape || x->rank() < 2)
     return kernelError("BatchNormalizationGrad: dy " + dtypeName(dy->dtype) +
                        formatShape(dy->shape) + " and x " +
                        dtypeName(x->dtype) + formatShape(x->shape) +
@@ -116,9 +117,9 @@ llvm::Error runBatchNormalizationGrad(const KernelCall &call) {
                        "together");
   int64_t batch = x->shape[0], channels = x->shape[1];
   int64_t inner = numElements(llvm::ArrayRef<int64_t>(x->shape).drop_front(2));
-  for (const TensorRef *t : {scale, meanIn, invStdIn,
-                             static_cast<const TensorRef *>(dscale),
-                             static_cast<const TensorRef *>(dbias)})
+  for (const TensorRef *t :
+       {scale, meanIn, invStdIn, static_cast<const TensorRef *>(dscale),
+        static_cast<const TensorRef *>(dbias)})
     if (t && (!isFloatDType(t->dtype) || t->numElements() != channels))
       return kernelError("BatchNormalizationGrad: per-channel tensor " +
                          dtypeName(t->dtype) + formatShape(t->shape) +
