@@ -118,7 +118,8 @@ PlanFacts::PlanFacts(const Plan &p) : plan(p) {
   for (int id = 0; id < n; ++id) {
     Role r = p.tensors(id).role();
     persistent[id] = r == ROLE_INPUT || r == ROLE_PARAMETER ||
-                     r == ROLE_CONSTANT || r == ROLE_STATE;
+                     r == ROLE_CONSTANT || r == ROLE_STATE ||
+                     r == ROLE_MODEL_STATE;
   }
   for (uint32_t id : p.inputs())
     if (id < static_cast<uint32_t>(n))

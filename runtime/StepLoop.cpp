@@ -138,12 +138,13 @@ static llvm::Error writeOutputs(Program &program, llvm::StringRef path) {
   return writeSafetensors(path, out);
 }
 
-/// Weights as fp32, keyed by ONNX initializer name.
+/// Weights and model state (BatchNorm running statistics) as fp32, keyed
+/// by ONNX initializer name.
 static llvm::Error writeWeights(Program &program, llvm::StringRef path) {
   std::vector<std::vector<float>> storage;
   std::vector<NamedTensor> out;
   for (const plan::Tensor &t : program.getPlan().tensors()) {
-    if (t.role() != plan::ROLE_PARAMETER)
+    if (t.role() != plan::ROLE_PARAMETER && t.role() != plan::ROLE_MODEL_STATE)
       continue;
     cpu::TensorRef ref = program.tensor(t.id());
     std::vector<uint8_t> fromNvme;

@@ -224,8 +224,8 @@ static Error compile() {
   zinc::passes::PassManager pm(ctx);
   if (auto err = configure(pm))
     return err;
-  std::string pipeline =
-      mode == "train" ? "dce,build-training" : "dce,inference-dropout";
+  std::string pipeline = mode == "train" ? "dce,build-training"
+                                          : "dce,inference-dropout,inference-form";
   if (training.precision != zinc::PrecisionKind::FP32)
     pipeline += ",mixed-precision";
   pipeline += ",dce";

@@ -56,6 +56,26 @@ llvm::Expected<ir::Value *> GraphBuilder::addTypedValue(const std::string &name,
   return addValue(name, elementType(*it->second), *shape, role);
 }
 
+/// BatchNormalization in training mode updates its running mean and variance
+/// (inputs 3 and 4) every step: when they are float initializers they are
+/// model state, not parameters. (build-training refuses other running
+/// statistics; inference only reads them.)
+static void markModelState(const onnx::NodeProto &node,
+                           llvm::ArrayRef<ir::Value *> inputs) {
+  if (node.op_type() != "BatchNormalization")
+    return;
+  bool training = false;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "training_mode")
+      training = a.i() != 0;
+  if (!training)
+    return;
+  for (unsigned i = 3; i < 5 && i < inputs.size(); ++i)
+    if (ir::Value *v = inputs[i])
+      if (v->init && v->role == ir::ValueRole::Parameter)
+        v->role = ir::ValueRole::ModelState;
+}
+
 llvm::Error GraphBuilder::addNode(const onnx::NodeProto &node, size_t index) {
   llvm::SmallVector<ir::Value *, 4> inputs;
   for (const std::string &name : node.input()) {
@@ -68,6 +88,7 @@ llvm::Error GraphBuilder::addNode(const onnx::NodeProto &node, size_t index) {
       return makeError("input '" + name + "' is not defined before the node");
     inputs.push_back(v);
   }
+  markModelState(node, inputs);
   llvm::SmallVector<ir::Value *, 2> outputs;
   for (const std::string &name : node.output()) {
     if (name.empty()) {

@@ -106,21 +106,26 @@ static llvm::Error checkDropout(const onnx::NodeProto &node,
   return llvm::Error::success();
 }
 
-/// zinc's BatchNormalization uses the given running statistics; the
-/// training form (batch statistics, updated running mean and variance) is
-/// not implemented.
+/// Inference mode normalises with the given running statistics; training
+/// mode (opset 14+) with the batch statistics, and its optional outputs 1
+/// and 2 are the updated running mean and variance, which zinc keeps as
+/// model state (see GraphBuilder). Other outputs beyond Y (the opset < 14
+/// forms) are not implemented.
 static llvm::Error checkBatchNormalization(const onnx::NodeProto &node,
                                            ConstantLookup) {
+  bool training = false;
   for (const onnx::AttributeProto &a : node.attribute())
-    if (a.name() == "training_mode" && a.i() != 0)
-      return makeError("unsupported BatchNormalization with training_mode=" +
-                       std::to_string(a.i()));
+    if (a.name() == "training_mode")
+      training = a.i() != 0;
   int outputs = std::count_if(node.output().begin(), node.output().end(),
                               [](const std::string &o) { return !o.empty(); });
-  if (outputs > 1)
+  if (training ? node.output_size() > 3 : outputs > 1)
     return makeError("unsupported BatchNormalization with " +
-                     std::to_string(outputs) +
-                     " outputs (only the normalized output Y is supported)");
+                     std::to_string(outputs) + " outputs" +
+                     (training ? " (training mode has Y, running_mean and "
+                                 "running_var)"
+                               : " (only the normalized output Y is "
+                                 "supported outside training_mode=1)"));
   return llvm::Error::success();
 }
 

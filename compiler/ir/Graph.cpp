@@ -14,6 +14,7 @@ llvm::StringRef roleName(ValueRole r) {
   case ValueRole::Constant: return "const";
   case ValueRole::Activation: return "act";
   case ValueRole::State: return "state";
+  case ValueRole::ModelState: return "model_state";
   }
   return "?";
 }

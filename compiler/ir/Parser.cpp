@@ -182,7 +182,7 @@ llvm::Error Parser::parseHeader() {
 
 llvm::Error Parser::parseStatement() {
   if (tok.isWord("input") || tok.isWord("param") || tok.isWord("const") ||
-      tok.isWord("value") || tok.isWord("state"))
+      tok.isWord("value") || tok.isWord("state") || tok.isWord("model_state"))
     return parseDecl();
   if (tok.isWord("output"))
     return parseOutputs();
@@ -290,6 +290,7 @@ llvm::Error Parser::parseDecl() {
                    : keyword == "param" ? ValueRole::Parameter
                    : keyword == "const" ? ValueRole::Constant
                    : keyword == "state" ? ValueRole::State
+                   : keyword == "model_state" ? ValueRole::ModelState
                                         : ValueRole::Activation;
   auto v = defineValue(role);
   if (!v)

@@ -191,6 +191,7 @@ void printAttributeValue(const Attribute &a, llvm::raw_ostream &os) {
 static bool isStatementKeyword(llvm::StringRef w) {
   return llvm::StringSwitch<bool>(w)
       .Cases("input", "param", "const", "value", "output", "none", true)
+      .Case("model_state", true)
       .Default(false);
 }
 
@@ -308,6 +309,8 @@ static llvm::StringRef declKeyword(ValueRole role) {
     return "value";
   case ValueRole::State:
     return "state";
+  case ValueRole::ModelState:
+    return "model_state";
   }
   return "value";
 }

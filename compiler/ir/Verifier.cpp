@@ -77,11 +77,13 @@ llvm::Error checkRoles(const Graph &g, const GraphFacts &facts) {
                   roleName(v->role) + ", expected input");
   for (const auto &v : g.values()) {
     // A State may start as a copy of an initializer (mixed precision's
-    // compute-precision copy of a parameter).
-    if (v->init && !isInitializerRole(v->role) && v->role != ValueRole::State)
+    // compute-precision copy of a parameter); model state starts as one.
+    if (v->init && !isInitializerRole(v->role) && v->role != ValueRole::State &&
+        v->role != ValueRole::ModelState)
       return fail("value " + quoted(*v) + " has an initializer but role " +
                   roleName(v->role) + ", expected param or const");
-    if (!v->init && isInitializerRole(v->role))
+    if (!v->init &&
+        (isInitializerRole(v->role) || v->role == ValueRole::ModelState))
       return fail("value " + quoted(*v) + " has role " + roleName(v->role) +
                   " but no initializer");
     if (v->role == ValueRole::Input && !facts.inputs.count(v.get()))

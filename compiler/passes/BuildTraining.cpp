@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/DropoutLowering.h"
 #include "zinc/passes/LossOutput.h"
+#include "zinc/passes/ModelStateUpdates.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/passes/autodiff/GradientRules.h"
 #include "zinc/support/Error.h"
@@ -150,6 +151,10 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
   auto frozen = [&](const ir::Value *v) {
     return freeze && freeze->match(v->init ? v->init->name : v->name);
   };
+  // BatchNorm running statistics are model state: updated in place by the
+  // step (below the forward node that computes them), never trained.
+  if (auto updated = appendModelStateUpdates(g); !updated)
+    return updated.takeError();
 
   // Forward: values that depend on a trainable parameter through ops that
   // carry gradient.

@@ -14,13 +14,23 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
   uint64_t computeBytes = mixed ? 2 : 4;
   int64_t params = 0;
   uint64_t paramBytes = 0;
+  // Model state (BatchNorm running statistics) is a float initializer too,
+  // so it counts in "params" as INTERFACES.md defines it; "model_state"
+  // says how much of that is state the step updates rather than trains.
+  int64_t modelState = 0;
+  uint64_t modelStateBytes = 0;
   llvm::StringSet<> seen;
   for (const auto &v : g.values())
     if (v->init && isFloatDType(v->dtype) &&
-        (v->role == ir::ValueRole::Parameter || v->role == ir::ValueRole::State) &&
+        (v->role == ir::ValueRole::Parameter || v->role == ir::ValueRole::State ||
+         v->role == ir::ValueRole::ModelState) &&
         seen.insert(v->init->name).second) {
       params += v->numElements();
       paramBytes += mixed ? v->numElements() * computeBytes : v->byteSize();
+      if (v->role == ir::ValueRole::ModelState) {
+        modelState += v->numElements();
+        modelStateBytes += v->byteSize();
+      }
     }
   // What one optimizer update holds per trained element: the fp32 master
   // (mixed precision only) and its states (Adam: m and v; SGD: the momentum
@@ -62,7 +72,9 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
                               {"fragmentation_bytes", peak > live ? peak - live : 0}};
   };
   return llvm::json::Object{
-      {"model", llvm::json::Object{{"params", params}, {"trainable_params", trainable}}},
+      {"model", llvm::json::Object{{"params", params},
+                                   {"trainable_params", trainable},
+                                   {"model_state", modelState}}},
       {"config", llvm::json::Object{{"mode", config.mode},
                                     {"ranks", config.ranks},
                                     {"zero_stage", config.zeroStage},
@@ -75,7 +87,8 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
             llvm::json::Object{{"params", paramBytes},
                                {"grads", gradBytes},
                                {"optimizer", optimizerBytes},
-                               {"total", paramBytes + gradBytes + optimizerBytes}}},
+                               {"total", paramBytes + gradBytes + optimizerBytes},
+                               {"model_state", modelStateBytes}}},
            {"tiers", llvm::json::Object{{"gpu", tier(hw.gpuMem, peaks[plan::TIER_GPU], ir::Tier::Gpu)},
                                         {"cpu", tier(hw.cpuMem, peaks[plan::TIER_CPU], ir::Tier::Cpu)},
                                         {"nvme", tier(hw.nvmeMem, peaks[plan::TIER_NVME], ir::Tier::Nvme)}}}}},

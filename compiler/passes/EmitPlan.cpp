@@ -15,6 +15,7 @@ static plan::Role toPlanRole(ir::ValueRole r) {
   case ir::ValueRole::Constant: return plan::ROLE_CONSTANT;
   case ir::ValueRole::Activation: return plan::ROLE_ACTIVATION;
   case ir::ValueRole::State: return plan::ROLE_STATE;
+  case ir::ValueRole::ModelState: return plan::ROLE_MODEL_STATE;
   }
   return plan::ROLE_ACTIVATION;
 }

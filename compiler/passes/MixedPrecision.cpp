@@ -21,6 +21,12 @@
 // master and optimizer states on the host or NVMe next to the update while
 // only the 2-byte copy travels to the GPU.
 //
+// BatchNorm's running statistics (model state) stay fp32, as PyTorch keeps
+// them under autocast: so do the statistics a training-mode BatchNorm
+// outputs (its updated running statistics, stored into the state, and the
+// batch mean and inverse std its gradient reads); the kernels take fp32
+// statistics beside C activations.
+//
 // The loss head stays fp32, as autocast keeps losses and reductions to a
 // scalar in fp32: the node defining the loss and the scalar nodes feeding
 // it, and in the backward the nodes that read only the loss gradient, head
@@ -142,6 +148,8 @@ private:
   llvm::DenseSet<const ir::Value *> lowered;
   llvm::MapVector<ir::Value *, ir::Value *> copies;
   llvm::DenseMap<std::pair<ir::Value *, unsigned>, ir::Value *> casts;
+  /// Model state and the statistics training-mode BatchNorms output.
+  llvm::DenseSet<const ir::Value *> keptF32;
 };
 
 ir::Value *Rewriter::state(llvm::StringRef name, DType dtype) {
@@ -202,12 +210,21 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
       head.erase(n);
   }
 
+  for (const auto &v : g.values())
+    if (v->role == ir::ValueRole::ModelState)
+      keptF32.insert(v.get());
+  for (ir::Node *n : nodes)
+    if (n->domain.empty() && n->opType == "BatchNormalization" &&
+        n->attrs.getInt("training_mode", 0) != 0)
+      for (const ir::Value *out : llvm::drop_begin(n->outputs))
+        keptF32.insert(out);
+
   // Outputs first: every f32 value a compute-region node defines.
   for (ir::Node *n : nodes) {
     if (isOptimizerNode(*n) || regionOf(*n) != compute)
       continue;
     for (ir::Value *out : n->outputs)
-      if (out && out->dtype == DType::F32) {
+      if (out && out->dtype == DType::F32 && !keptF32.count(out)) {
         out->dtype = compute;
         lowered.insert(out);
       }
@@ -242,7 +259,7 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
       continue;
     DType want = regionOf(*n);
     for (ir::Value *&in : n->inputs) {
-      if (!in)
+      if (!in || keptF32.count(in))
         continue;
       if (want == compute && in->dtype == DType::F32) {
         if (in->role == ir::ValueRole::Parameter)

@@ -109,6 +109,13 @@ llvm::Expected<bool> Place::run(ir::Graph &g, PassContext &ctx) {
       v->tier = mem.paramsTier;
       changed = true;
     }
+  // Model state (BatchNorm running statistics) is read and updated by
+  // compute nodes, like the weights: it lives with them.
+  for (const auto &v : g.values())
+    if (v->role == ir::ValueRole::ModelState && v->tier != mem.paramsTier) {
+      v->tier = mem.paramsTier;
+      changed = true;
+    }
   return changed || mem.optimizerTier != ir::Tier::Gpu;
 }
 

@@ -1,18 +1,25 @@
 """Models, data, ONNX export and PyTorch reference training for the e2e tests.
 
-Three models, each `forward(*inputs, targets) -> scalar loss`, exported with
+Four models, each `forward(*inputs, targets) -> scalar loss`, exported with
 fixed shapes to ONNX with the graph output `loss`:
   mlp  Linear/ReLU/Linear + cross-entropy
   cnn  Conv2d 3x3 pad 1, ReLU, MaxPool2d, Conv2d, ReLU, AdaptiveAvgPool2d(1),
        Linear + cross-entropy (no BatchNorm)
   gpt  the bundled example's decoder (examples/gpt/export_gpt.py: LayerNorm,
        causal softmax attention, GELU MLP, cross-entropy)
+  resnet18  torchvision's resnet18 (10 classes) on 32x32 images + cross-entropy,
+       exported in training mode (`export_training`: BatchNormalization with
+       batch statistics and running-stat outputs)
 
 Weights in the ONNX graph and in PyTorch correspond through the export:
 `initializer_map` pairs each initializer of the untrained model's export with
 the parameter it holds (or its transpose, which the exporter folds for Linear
 layers on rank-3 inputs) by value, and `weights_by_initializer` then gives
-PyTorch's weights under the names zinc's --save-weights uses. (The
+PyTorch's weights under the names zinc's --save-weights uses. With
+buffers=True the pairing covers the float buffers too (BatchNorm's running
+mean and variance), and an initializer that keeps the name of the parameter
+or buffer it holds, with its value, pairs by name (a training-mode export
+keeps every BatchNorm tensor, and all BatchNorm weights start equal). (The
 initializers of a re-export of the trained model, `onnx_initializers`, are the
 same arrays.)
 
@@ -170,7 +177,28 @@ class NanoGPT(nn.Module):
         return {"idx": tokens[:STEPS], "targets": targets[:STEPS]}
 
 
-MODELS = {"mlp": MLP, "cnn": CNN, "gpt": GPT, "nanogpt": NanoGPT}
+class ResNet18(nn.Module):
+    """torchvision.models.resnet18(num_classes=10), 32x32 images, batch 8."""
+    CHANNELS, SIZE, CLASSES, BATCH = 3, 32, 10, 8
+
+    def __init__(self):
+        super().__init__()
+        import torchvision
+        self.net = torchvision.models.resnet18(num_classes=self.CLASSES)
+
+    def forward(self, x, targets):
+        return F.cross_entropy(self.net(x), targets)
+
+    @classmethod
+    def make_data(cls, rng):
+        x = rng.standard_normal(
+            (STEPS, cls.BATCH, cls.CHANNELS, cls.SIZE, cls.SIZE)).astype(np.float32)
+        y = rng.integers(0, cls.CLASSES, size=(STEPS, cls.BATCH)).astype(np.int64)
+        return {"x": x, "targets": y}
+
+
+MODELS = {"mlp": MLP, "cnn": CNN, "gpt": GPT, "nanogpt": NanoGPT,
+          "resnet18": ResNet18}
 
 
 def build(name, seed=0):
@@ -198,9 +226,12 @@ def export(model, data, opset, path_or_file):
 
 def export_training(model, data, opset, path_or_file):
     """Export as users do for training: training mode (Dropout and
-    BatchNormalization kept in their training forms), no constant folding,
-    and the batch and sequence axes of every integer input of rank 2 dynamic
-    ("batch", "seq"); other inputs dynamic in their batch axis."""
+    BatchNormalization kept in their training forms: BatchNormalization has
+    training_mode=1 and its running-stat outputs), no constant folding, and
+    the batch and sequence axes of every integer input of rank 2 dynamic
+    ("batch", "seq"); other inputs dynamic in their batch axis. The export
+    runs the model's forward once in training mode, which updates its
+    BatchNorm buffers: the module afterwards holds what the export holds."""
     dynamic = {}
     for name, value in data.items():
         step = value[0]
@@ -243,12 +274,12 @@ def make_optimizer(name, params, **kw):
     raise ValueError(name)
 
 
-def train_reference(model, data, optimizer="adamw", **kw):
-    """Trains `model` in place for STEPS steps (step i feeds slice i); returns
-    the loss of each step, measured before its update."""
+def train_reference(model, data, optimizer="adamw", steps=STEPS, **kw):
+    """Trains `model` in place for `steps` steps (step i feeds slice i);
+    returns the loss of each step, measured before its update."""
     opt = make_optimizer(optimizer, model.parameters(), **kw)
     losses = []
-    for i in range(STEPS):
+    for i in range(steps):
         opt.zero_grad()
         loss = model(*step_inputs(data, i))
         loss.backward()
@@ -257,7 +288,16 @@ def train_reference(model, data, optimizer="adamw", **kw):
     return losses
 
 
-def initializer_map(model, inits):
+def _tensors(model, buffers):
+    """{name: array} of the parameters, and the float buffers if asked."""
+    out = {n: p.detach().numpy() for n, p in model.named_parameters()}
+    if buffers:
+        out.update({n: b.detach().numpy() for n, b in model.named_buffers()
+                    if b.is_floating_point()})
+    return out
+
+
+def initializer_map(model, inits, buffers=False):
     """{ONNX initializer name: (PyTorch parameter name, transposed)}.
 
     Found by value in an export of the untrained model: each float initializer
@@ -266,17 +306,22 @@ def initializer_map(model, inits):
     parameter must back exactly one initializer. Anything else (equal
     initializers merged by the exporter, a constant folded into a weight) is
     an error: zinc and PyTorch would train different things."""
-    params = {n: p.detach().numpy() for n, p in model.named_parameters()}
-    buffers = [b.detach().numpy() for _, b in model.named_buffers()]
+    params = _tensors(model, buffers)
+    # Float buffers not asked for (nanoGPT's causal mask) are no parameters:
+    # zinc must leave them as they are, which the harness checks apart.
+    other_buffers = [b.detach().numpy() for n, b in model.named_buffers()
+                     if n not in params]
     out = {}
     for name, value in inits.items():
         if value.dtype.kind != "f":
             continue
-        # A float buffer (nanoGPT's causal mask) is no parameter: zinc must
-        # leave it as it is, which the weights comparison does not cover.
+        if name in params and params[name].shape == value.shape and \
+                np.array_equal(params[name], value):
+            out[name] = (name, False)
+            continue
         if not any(p.shape == value.shape and np.array_equal(p, value)
                    for p in params.values()) and any(
-                b.shape == value.shape and np.array_equal(b, value) for b in buffers):
+                b.shape == value.shape and np.array_equal(b, value) for b in other_buffers):
             continue
         hits = []
         for pn, p in params.items():
@@ -295,8 +340,9 @@ def initializer_map(model, inits):
     return out
 
 
-def weights_by_initializer(model, imap):
-    """The model's current parameters keyed by ONNX initializer name."""
-    params = {n: p.detach().numpy() for n, p in model.named_parameters()}
+def weights_by_initializer(model, imap, buffers=False):
+    """The model's current parameters (and float buffers, if asked) keyed by
+    ONNX initializer name."""
+    params = _tensors(model, buffers)
     return {name: np.ascontiguousarray(params[pn].T if t else params[pn])
             for name, (pn, t) in imap.items()}

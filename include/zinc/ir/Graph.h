@@ -33,6 +33,11 @@ enum class ValueRole {
   /// converted to its dtype (a parameter's compute-precision copy);
   /// updated in place by the node that owns it.
   State,
+  /// Model state the graph itself updates every training step (BatchNorm's
+  /// running mean and variance): loaded from its initializer, written in
+  /// place by the update the build-training pass appends, saved with the
+  /// weights, but no gradient reaches it and no optimizer touches it.
+  ModelState,
 };
 llvm::StringRef roleName(ValueRole r);
 

@@ -1,8 +1,17 @@
-//===- BatchNorm.cpp - BatchNormalization cpu kernel (inference mode) -----===//
+//===- BatchNorm.cpp - BatchNormalization cpu kernel ----------------------===//
 //
-// Only inference: Y = (X - mean) / sqrt(var + epsilon) * scale + B with the
-// running statistics given as inputs. Training mode (batch statistics and
-// running-stat outputs) is refused so that it never returns wrong numbers.
+// Inference: Y = (X - mean) / sqrt(var + epsilon) * scale + B with the
+// running statistics given as inputs.
+// Training (training_mode=1): the same with the batch mean and the biased
+// (population) batch variance over N and the spatial axes, per channel.
+// Outputs 1 and 2 are the updated running statistics,
+//   running = momentum * running + (1 - momentum) * batch_statistic,
+// where the variance statistic is the UNBIASED batch variance (n / (n - 1),
+// n = N * spatial size) as PyTorch updates it, not ONNX's reference (the
+// population variance): a model exported from PyTorch was trained with
+// PyTorch's update, and continuing its training must keep that. zinc's
+// outputs 3 and 4 (beyond ONNX's three) are the batch mean and inverse
+// standard deviation, which zinc.BatchNormalizationGrad reuses.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
@@ -51,12 +60,83 @@ static void batchNorm(const T *x, T *y, int64_t batch, int64_t params,
   }
 }
 
+/// The batch statistics of one channel, computed as PyTorch's cpu kernel
+/// does (sums in double, the mean and the sum of squares rounded to the
+/// compute type in between), so that the normalised values agree with
+/// PyTorch's to the last bit where the input does: a ReLU after the
+/// BatchNorm turns a one-ulp difference at zero into a different mask.
+struct ChannelStats {
+  double mean = 0;   ///< rounded to the compute type
+  double varSum = 0; ///< sum of squared deviations, rounded likewise
+};
+
+/// Per channel of x [N, C, S...].
+template <typename T>
+static void batchStatistics(const T *x, int64_t batch, int64_t channels,
+                            int64_t inner, std::vector<ChannelStats> &stats) {
+  using C = ComputeT<T>;
+  stats.assign(channels, {});
+  double count = static_cast<double>(batch * inner);
+#pragma omp parallel for schedule(static) if (batch * channels * inner >       \
+                                              kParallelWork)
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0;
+    for (int64_t n = 0; n < batch; ++n) {
+      const T *xp = x + (n * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        sum += static_cast<double>(load(xp[i]));
+    }
+    C m = static_cast<C>(sum / count);
+    double sq = 0;
+    for (int64_t n = 0; n < batch; ++n) {
+      const T *xp = x + (n * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        C d = load(xp[i]) - m;
+        sq += static_cast<double>(d * d);
+      }
+    }
+    stats[c].mean = static_cast<double>(m);
+    stats[c].varSum = static_cast<double>(static_cast<C>(sq));
+  }
+}
+
+/// y = x * alpha + beta per channel (PyTorch's form of training mode).
+template <typename T>
+static void affinePerChannel(const T *x, T *y, int64_t batch, int64_t channels,
+                             int64_t inner, const std::vector<double> &alpha,
+                             const std::vector<double> &beta) {
+  using C = ComputeT<T>;
+  int64_t planes = batch * channels;
+#pragma omp parallel for schedule(static) if (planes * inner > kParallelWork)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    int64_t c = plane % channels;
+    C a = static_cast<C>(alpha[c]), b = static_cast<C>(beta[c]);
+    const T *xp = x + plane * inner;
+    T *yp = y + plane * inner;
+    for (int64_t i = 0; i < inner; ++i)
+      yp[i] = store<T>(load(xp[i]) * a + b);
+  }
+}
+
+/// Writes `values` into a float tensor of any float type.
+static void storeParam(TensorRef &t, const std::vector<double> &values) {
+  visitDType(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (isFloatStorage<T>()) {
+      T *p = t.as<T>();
+      for (size_t i = 0; i < values.size(); ++i)
+        p[i] = store<T>(static_cast<ComputeT<T>>(values[i]));
+    }
+  });
+}
+
 llvm::Error runBatchNormalization(const KernelCall &call) {
-  for (size_t i = 1; i < call.outputs.size(); ++i)
-    if (call.outputs[i])
-      return kernelError("unsupported: BatchNormalization in training mode");
-  if (call.attrs.getInt("training_mode", 0) != 0)
-    return kernelError("unsupported: BatchNormalization in training mode");
+  bool training = call.attrs.getInt("training_mode", 0) != 0;
+  if (!training)
+    for (size_t i = 1; i < call.outputs.size(); ++i)
+      if (call.outputs[i])
+        return kernelError("BatchNormalization: outputs beyond Y need "
+                           "training_mode=1");
   const TensorRef *x = call.input(0);
   TensorRef *y = call.output(0);
   const TensorRef *scale = call.input(1), *bias = call.input(2),
@@ -80,8 +160,8 @@ llvm::Error runBatchNormalization(const KernelCall &call) {
       numElements(llvm::ArrayRef<int64_t>(x->shape).drop_front(2));
   // Before opset 9, spatial=0 gives every activation its own statistics:
   // parameters of shape [C, D1, ...].
-  bool perActivation =
-      call.opsetVersion < 9 && call.attrs.getInt("spatial", 1) == 0;
+  bool perActivation = !training && call.opsetVersion < 9 &&
+                       call.attrs.getInt("spatial", 1) == 0;
   int64_t params = perActivation ? channels * spatialSize : channels;
   int64_t inner = perActivation ? 1 : spatialSize;
   for (const TensorRef *t : {scale, bias, mean, var})
@@ -91,9 +171,59 @@ llvm::Error runBatchNormalization(const KernelCall &call) {
                          formatShape(x->shape) + " (expected " +
                          llvm::Twine(params) + " elements)");
 
+  for (size_t i = 1; i < call.outputs.size() && i < 5; ++i)
+    if (TensorRef *t = call.outputs[i])
+      if (!isFloatDType(t->dtype) || t->numElements() != params)
+        return kernelError("BatchNormalization: output " + llvm::Twine(i) +
+                           " is " + dtypeName(t->dtype) +
+                           formatShape(t->shape) + ", expected " +
+                           llvm::Twine(params) + " float elements");
+
   double epsilon = call.attrs.getFloat("epsilon", 1e-5);
   std::vector<double> s = loadParam(*scale), b = loadParam(*bias),
                       m = loadParam(*mean), v = loadParam(*var);
+  if (training) {
+    int64_t count = batch * inner;
+    if (count < 2)
+      return kernelError("BatchNormalization: training mode needs more than "
+                         "one value per channel, got input shape " +
+                         formatShape(x->shape));
+    double momentum = call.attrs.getFloat("momentum", 0.9);
+    std::vector<double> runningMean(params), runningVar(params),
+        batchMean(params), invStd(params), alpha(params), beta(params);
+    visitDType(x->dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (isFloatStorage<T>()) {
+        using C = ComputeT<T>;
+        std::vector<ChannelStats> stats;
+        batchStatistics<T>(x->as<const T>(), batch, channels, inner, stats);
+        for (int64_t p = 0; p < params; ++p) {
+          double popVar = stats[p].varSum / count;
+          C inv = static_cast<C>(1 / std::sqrt(popVar + epsilon));
+          C a = inv * static_cast<C>(s[p]);
+          C mc = static_cast<C>(stats[p].mean);
+          batchMean[p] = stats[p].mean;
+          invStd[p] = static_cast<double>(inv);
+          alpha[p] = static_cast<double>(a);
+          beta[p] = static_cast<double>(static_cast<C>(b[p]) - mc * a);
+          runningMean[p] = momentum * m[p] + (1 - momentum) * stats[p].mean;
+          // PyTorch's update: the unbiased variance, see the file comment.
+          runningVar[p] = momentum * v[p] +
+                          (1 - momentum) * (stats[p].varSum / (count - 1));
+        }
+        affinePerChannel<T>(x->as<const T>(), y->as<T>(), batch, channels,
+                            inner, alpha, beta);
+      }
+    });
+    // Written after the running statistics were read: a plan may give an
+    // output the memory of its input.
+    for (auto [i, values] :
+         {std::make_pair(1, &runningMean), std::make_pair(2, &runningVar),
+          std::make_pair(3, &batchMean), std::make_pair(4, &invStd)})
+      if (TensorRef *t = call.output(i))
+        storeParam(*t, *values);
+    return llvm::Error::success();
+  }
   std::vector<double> mul(params);
   for (int64_t p = 0; p < params; ++p)
     mul[p] = s[p] / std::sqrt(v[p] + epsilon);

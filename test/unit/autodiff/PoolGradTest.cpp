@@ -111,6 +111,31 @@ TEST(BatchNormGrad, TwoDimensionalInputFrozenStatistics) {
         "  y = BatchNormalization(x, scale, bias, c_mean, c_var)", {4, 3});
 }
 
+// Training mode: normalised with the batch statistics, whose dependence on
+// x is part of the gradient; the running statistics are model state (no
+// gradient, and their in-place update does not change the loss).
+TEST(BatchNormGrad, TrainingModeBatchStatistics) {
+  check({{"x", {3, 2, 3, 2}},
+         {"scale", {2}},
+         {"bias", {2}},
+         {"mean", {2}},
+         {"var", {2}, 0.5, 2.0}},
+        "  y, rm, rv = BatchNormalization<epsilon=0.001, momentum=0.9, "
+        "training_mode=1>(x, scale, bias, mean, var)",
+        {3, 2, 3, 2});
+}
+
+TEST(BatchNormGrad, TrainingModeTwoDimensional) {
+  check({{"x", {5, 3}},
+         {"scale", {3}},
+         {"bias", {3}},
+         {"mean", {3}},
+         {"var", {3}, 0.5, 2.0}},
+        "  y, rm, rv = BatchNormalization<training_mode=1>(x, scale, bias, "
+        "mean, var)",
+        {5, 3}, /*opset=*/14);
+}
+
 TEST(BatchNormGrad, PerActivationBeforeOpset9) {
   // spatial=0: one set of statistics per activation, [C, H].
   check({{"x", {2, 2, 3}},

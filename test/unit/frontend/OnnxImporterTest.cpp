@@ -515,18 +515,39 @@ g (float[2] x, float r) => (float[2] y) <bool tm = {1}> { y = Dropout(x, r, tm) 
                 "scalar");
 }
 
-TEST_F(OnnxImporterTest, BatchNormalizationTrainingIsRefused) {
-  EXPECT_NE(
-      errorOf(importText(R"(
+// Training mode: the running statistics (float initializers) become model
+// state; the running-stat outputs stay ordinary values.
+TEST_F(OnnxImporterTest, BatchNormalizationTrainingRunningStatsAreModelState) {
+  auto g = importText(R"(
+<ir_version: 8, opset_import: ["" : 15]>
+g (float[2, 3] x) => (float[2, 3] y)
+<float[3] s = {1, 1, 1}, float[3] b = {0, 0, 0}, float[3] m = {0, 0, 0},
+ float[3] v = {1, 1, 1}>
+{
+  y, rm, rv = BatchNormalization<training_mode = 1>(x, s, b, m, v)
+}
+)");
+  if (!g)
+    FAIL() << errorOf(std::move(g));
+  EXPECT_EQ((*g)->lookupValue("s")->role, ir::ValueRole::Parameter);
+  EXPECT_EQ((*g)->lookupValue("m")->role, ir::ValueRole::ModelState);
+  EXPECT_EQ((*g)->lookupValue("v")->role, ir::ValueRole::ModelState);
+  EXPECT_EQ((*g)->lookupValue("rm")->role, ir::ValueRole::Activation);
+}
+
+// Running statistics fed as graph inputs stay inputs (inference can read
+// them; build-training refuses them, test/lit/passes).
+TEST_F(OnnxImporterTest, BatchNormalizationTrainingStatsAsInputsStayInputs) {
+  auto g = importText(R"(
 <ir_version: 8, opset_import: ["" : 15]>
 g (float[2, 3] x, float[3] s, float[3] b, float[3] m, float[3] v)
   => (float[2, 3] y, float[3] rm, float[3] rv) {
   y, rm, rv = BatchNormalization<training_mode = 1>(x, s, b, m, v)
 }
-)"))
-          .find("node 'BatchNormalization_0' (BatchNormalization): unsupported "
-                "BatchNormalization with training_mode=1"),
-      std::string::npos);
+)");
+  if (!g)
+    FAIL() << errorOf(std::move(g));
+  EXPECT_EQ((*g)->lookupValue("m")->role, ir::ValueRole::Input);
 }
 
 TEST_F(OnnxImporterTest, ShapeInferenceFailure) {

@@ -80,7 +80,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
             "unknown pass 'tile-everything'; valid passes: build-training, "
             "dce, schedule, place, insert-transfers, allocate, "
-            "mixed-precision, inference-dropout");
+            "mixed-precision, inference-dropout, inference-form");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
   EXPECT_EQ(message(pm.parsePipeline("dce,,dce")),
             "empty pass name in pipeline 'dce,,dce'");
@@ -209,7 +209,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
             "unknown pass 'nope' to print after; valid passes: build-training, "
             "dce, schedule, place, insert-transfers, allocate, "
-            "mixed-precision, inference-dropout");
+            "mixed-precision, inference-dropout, inference-form");
 }
 
 TEST(PassManager, DumpComesBeforeTheVerifierFailure) {

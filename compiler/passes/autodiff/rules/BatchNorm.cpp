@@ -1,8 +1,8 @@
-//===- BatchNorm.cpp - Gradient rule of (inference-mode) BatchNormalization //
+//===- BatchNorm.cpp - Gradient rules of BatchNormalization ---------------===//
 //
-// zinc runs BatchNormalization only with its running statistics (the
-// frontend refuses training mode), so a model trained through zinc
-// normalises with mean and var as given:
+// Training mode (training_mode=1) normalises with the batch statistics; its
+// gradient is one fused zinc op (gradTrainingBatchNorm below). Inference
+// mode normalises with mean and var as given:
 //   Y = (X - mean) * inv * scale + B,   inv = 1 / sqrt(var + epsilon),
 // an affine map per channel whose gradients are plain ONNX ops. mean and var
 // are differentiable inputs of that formula and get their true gradients;
@@ -14,11 +14,53 @@
 
 namespace zinc::autodiff {
 
+/// zinc.BatchNormalizationGrad(dy, x, scale, [mean, invstd]) -> dx, dscale,
+/// dbias: the batch mean and variance depend on x, so dx is not the affine
+/// map's. The running statistics (inputs 3, 4) are model state and get no
+/// gradient; the batch statistics build-training added as outputs 3 and 4
+/// are reused when they are at least as wide as x.
+static llvm::Error gradTrainingBatchNorm(GradientBuilder &b) {
+  for (unsigned i = 1; i < b.node().outputs.size(); ++i)
+    if (b.outputGrad(i))
+      return makeError("unsupported: gradient flowing into output " +
+                       llvm::Twine(i) +
+                       " (a running or batch statistic) of BatchNormalization "
+                       "in training mode");
+  if (b.needsGrad(3) || b.needsGrad(4))
+    return makeError("unsupported: gradient of the running statistics of "
+                     "BatchNormalization in training mode");
+  ir::Value *x = b.input(0), *scale = b.input(1), *bias = b.input(2);
+  llvm::SmallVector<ir::Value *, 5> operands{b.outputGrad(0), x, scale};
+  ir::Value *mean = b.output(3), *invStd = b.output(4);
+  auto wideEnough = [&](const ir::Value *v) {
+    return v && dtypeSize(v->dtype) >= dtypeSize(x->dtype);
+  };
+  if (wideEnough(mean) && wideEnough(invStd)) {
+    operands.push_back(mean);
+    operands.push_back(invStd);
+  }
+  AttributeList attrs;
+  attrs.set(makeFloatAttr("epsilon", b.attrs().getFloat("epsilon", 1e-5)));
+  llvm::SmallVector<ir::Value *, 4> grads =
+      b.ops("BatchNormalizationGrad", operands,
+            {{x->dtype, x->shape},
+             {scale->dtype, scale->shape},
+             {bias->dtype, bias->shape}},
+            std::move(attrs), "zinc");
+  for (unsigned i = 0; i < 3; ++i)
+    if (b.needsGrad(i))
+      if (auto err = b.setGrad(i, grads[i]))
+        return err;
+  return llvm::Error::success();
+}
+
 llvm::Error gradBatchNormalization(GradientBuilder &b) {
   const ir::Node &n = b.node();
-  if (b.attrs().getInt("training_mode", 0) != 0 || n.outputs.size() > 1)
-    return makeError("unsupported: the gradient of BatchNormalization in "
-                     "training mode");
+  if (b.attrs().getInt("training_mode", 0) != 0)
+    return gradTrainingBatchNorm(b);
+  if (n.outputs.size() > 1)
+    return makeError("unsupported: the gradient of BatchNormalization with "
+                     "more than one output outside training mode");
   ir::Value *x = b.input(0), *dy = b.outputGrad(0);
   int64_t rank = x->shape.size();
   DType dt = x->dtype;
