@@ -248,8 +248,9 @@ def dim_flags(data):
     """zinc-compile --dim flags binding export_training's axes to the data."""
     step = next(iter(data.values()))[0]
     flags = ["--dim", "batch=%d" % step.shape[0]]
-    if step.ndim >= 2:
-        flags += ["--dim", "seq=%d" % step.shape[1]]
+    seqs = [v[0] for v in data.values() if v[0].ndim == 2 and v[0].dtype.kind == "i"]
+    if seqs:
+        flags += ["--dim", "seq=%d" % seqs[0].shape[1]]
     return flags
 
 
