@@ -43,6 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
 import models  # noqa: E402
+from harness import run_tool, tools  # noqa: E402
 import safetensors_io as st  # noqa: E402
 
 P = 0.1
@@ -52,28 +53,6 @@ TAIL = 20
 LOSS_RTOL = 0.05
 LR = 3e-3
 REFERENCE_SEEDS = (1, 2, 3, 4)
-
-
-def tools():
-    build = os.environ.get("ZINC_BUILD_DIR", "./build")
-    bins = [os.path.join(build, "tools", t) for t in ("zinc-compile", "zinc-run")]
-    missing = [p for p in bins if not os.access(p, os.X_OK)]
-    if missing:
-        if "ZINC_BUILD_DIR" in os.environ:
-            raise AssertionError("ZINC_BUILD_DIR is set but %s missing" % missing)
-        raise unittest.SkipTest("zinc tools not built (%s); set ZINC_BUILD_DIR"
-                                % ", ".join(missing))
-    return bins
-
-
-def run_tool(argv):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=TIMEOUT)
-    if proc.returncode != 0:
-        raise AssertionError("%s exited %d:\n%s%s" % (
-            " ".join(argv), proc.returncode, proc.stdout.decode()[-2000:],
-            proc.stderr.decode()[-4000:]))
-    return proc
 
 
 class Probe(nn.Module):
