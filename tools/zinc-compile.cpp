@@ -6,7 +6,6 @@
 #include "zinc/passes/LossOutput.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PassManagerOptions.h"
-#include "zinc/passes/PlacementSearch.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Hardware.h"
 #include "zinc/support/Size.h"
@@ -20,10 +19,13 @@
 using namespace llvm;
 
 static cl::OptionCategory compileCategory("zinc-compile options");
-static cl::opt<std::string> modelPath(cl::Positional, cl::Required, cl::desc("MODEL"),
+static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL"),
                                       cl::cat(compileCategory));
-static cl::opt<std::string> outputPath("o", cl::Required, cl::desc("Output plan"),
+static cl::opt<std::string> outputPath("o", cl::desc("Output plan"),
                                        cl::value_desc("PLAN"), cl::cat(compileCategory));
+static cl::opt<bool> printPipeline("print-pipeline",
+                                   cl::desc("Print the pass pipeline and exit"),
+                                   cl::cat(compileCategory));
 static cl::opt<std::string> mode("mode", cl::desc("train (default) or infer"),
                                  cl::init("train"), cl::cat(compileCategory));
 static cl::opt<std::string> lossName("loss",
@@ -117,6 +119,7 @@ static Error compile() {
   if (mode != "train" && mode != "infer")
     return zinc::makeError("--mode must be train or infer, not '" + mode + "'");
   zinc::TrainingOptions training;
+  training.mode = mode == "train" ? zinc::CompileMode::Train : zinc::CompileMode::Infer;
   if (precision == "fp32")
     training.precision = zinc::PrecisionKind::FP32;
   else if (precision == "bf16")
@@ -190,20 +193,6 @@ static Error compile() {
   hw->cpuMem = *cpu;
   hw->nvmeMem = *nvme;
 
-  zinc::frontend::ImportOptions importOpts;
-  for (StringRef binding : dims) {
-    auto [name, value] = binding.split('=');
-    int64_t n = 0;
-    if (name.empty() || value.getAsInteger(10, n) || n <= 0)
-      return zinc::makeError("--dim expects NAME=VALUE with a positive integer, got '" +
-                             binding + "'");
-    importOpts.dims[name] = n;
-  }
-  importOpts.warn = [](const Twine &msg) { zinc::printWarning(tool, msg); };
-  auto graph = zinc::frontend::importOnnxModel(modelPath, importOpts);
-  if (!graph)
-    return graph.takeError();
-
   auto optimizerPolicy = parsePolicy("offload-optimizer", offloadOptimizer);
   if (!optimizerPolicy)
     return optimizerPolicy.takeError();
@@ -217,26 +206,37 @@ static Error compile() {
   ctx.memory.cpuCapacity = hw->cpuMem;
   ctx.memory.nvmeCapacity = hw->nvmeMem;
   ctx.memory.prefetchDistance = prefetchDistance;
-  auto configure = [](zinc::passes::PassManager &pm) -> Error {
-    pm.setVerifyEach(verifyEach);
-    return zinc::passes::applyPassManagerCLOptions(pm);
-  };
+  ctx.memory.optimizerOffload = *optimizerPolicy;
+  ctx.memory.paramsOffload = *paramsPolicy;
+  ctx.note = [](const Twine &msg) { errs() << tool << ": note: " << msg << "\n"; };
   zinc::passes::PassManager pm(ctx);
-  if (auto err = configure(pm))
+  pm.setVerifyEach(verifyEach);
+  if (auto err = zinc::passes::applyPassManagerCLOptions(pm))
     return err;
-  std::string pipeline = mode == "train" ? "dce,build-training"
-                                          : "dce,inference-dropout,inference-form";
-  if (training.precision != zinc::PrecisionKind::FP32)
-    pipeline += ",mixed-precision";
-  pipeline += ",dce";
-  pipeline += ",schedule";
-  if (auto err = pm.parsePipeline(pipeline))
-    return err;
+  pm.addDefaultPipeline();
+  if (printPipeline) {
+    outs() << pm.getPipeline() << "\n";
+    return Error::success();
+  }
+  if (modelPath.empty())
+    return zinc::makeError("no MODEL given (usage: zinc-compile MODEL -o PLAN [options])");
+  if (outputPath.empty())
+    return zinc::makeError("no output plan given: use -o PLAN");
+
+  zinc::frontend::ImportOptions importOpts;
+  for (StringRef binding : dims) {
+    auto [name, value] = binding.split('=');
+    int64_t n = 0;
+    if (name.empty() || value.getAsInteger(10, n) || n <= 0)
+      return zinc::makeError("--dim expects NAME=VALUE with a positive integer, got '" +
+                             binding + "'");
+    importOpts.dims[name] = n;
+  }
+  importOpts.warn = [](const Twine &msg) { zinc::printWarning(tool, msg); };
+  auto graph = zinc::frontend::importOnnxModel(modelPath, importOpts);
+  if (!graph)
+    return graph.takeError();
   if (auto err = pm.run(**graph))
-    return zinc::addContext(std::move(err), modelPath);
-  auto note = [](const Twine &msg) { errs() << tool << ": note: " << msg << "\n"; };
-  if (auto err = zinc::placeAndAllocate(*graph, ctx, *optimizerPolicy, *paramsPolicy,
-                                        configure, note))
     return zinc::addContext(std::move(err), modelPath);
 
   // Inference needs no loss, but reports the one there is.

@@ -1,5 +1,6 @@
 //===- Graph.cpp - Ownership and editing of zinc's IR graph ---------------===//
 #include "zinc/ir/Graph.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -60,6 +61,59 @@ std::string Node::describe() const {
          opType + ")";
 }
 
+Node::~Node() {
+  for (unsigned i = 0; i < inputs.size(); ++i)
+    dropUse(i);
+}
+
+void Node::addUse(unsigned i) {
+  Value *v = inputs.list[i];
+  if (!v)
+    return;
+  inputs.slot[i] = v->useList.size();
+  v->useList.push_back(Use{this, i});
+}
+
+void Node::dropUse(unsigned i) {
+  Value *v = inputs.list[i];
+  if (!v)
+    return;
+  // Swap with the last use and pop: O(1); the moved use learns its slot.
+  unsigned at = inputs.slot[i];
+  Use moved = v->useList.back();
+  v->useList[at] = moved;
+  moved.user->inputs.slot[moved.operand] = at;
+  v->useList.pop_back();
+}
+
+void Node::setInput(unsigned i, Value *v) {
+  assert(i < inputs.size() && "input index out of range");
+  if (inputs.list[i] == v)
+    return;
+  dropUse(i);
+  inputs.list[i] = v;
+  addUse(i);
+}
+
+void Node::setInputs(llvm::ArrayRef<Value *> values) {
+  for (unsigned i = 0; i < inputs.size(); ++i)
+    dropUse(i);
+  inputs.list.assign(values.begin(), values.end());
+  inputs.slot.assign(values.size(), 0);
+  for (unsigned i = 0; i < inputs.size(); ++i)
+    addUse(i);
+}
+
+bool Node::replaceUsesOfWith(Value *from, Value *to) {
+  bool any = false;
+  for (unsigned i = 0; i < inputs.size(); ++i)
+    if (inputs[i] == from) {
+      setInput(i, to);
+      any = true;
+    }
+  return any;
+}
+
 Value *Graph::addValue(llvm::StringRef valueName, DType dtype,
                        llvm::ArrayRef<int64_t> shape, ValueRole role) {
   assert(!valuesByName.count(valueName) && "duplicate value name");
@@ -88,25 +142,28 @@ Node *Graph::insertNode(Node *pos, llvm::StringRef opType,
                         llvm::ArrayRef<Value *> inputs,
                         llvm::ArrayRef<Value *> outputs, AttributeList attrs,
                         llvm::StringRef domain) {
-  auto n = std::make_unique<Node>();
+  auto *n = new Node();
   n->id = nextNodeId++;
   n->name = nodeName.str();
   n->domain = domain.str();
   n->opType = opType.str();
-  n->inputs.assign(inputs.begin(), inputs.end());
+  n->setInputs(inputs);
   n->outputs.assign(outputs.begin(), outputs.end());
   n->attrs = std::move(attrs);
   for (Value *out : n->outputs)
     if (out)
-      out->def = n.get();
-  Node *raw = n.get();
-  ++nodeNameCounts[raw->name];
-  auto it = nodeList.end();
-  if (pos)
-    it = std::find_if(nodeList.begin(), nodeList.end(),
-                      [&](const std::unique_ptr<Node> &x) { return x.get() == pos; });
-  nodeList.insert(it, std::move(n));
-  return raw;
+      out->def = n;
+  ++nodeNameCounts[n->name];
+  nodeList.insert(pos ? pos->getIterator() : nodeList.end(), n);
+  ++nodeCount;
+  return n;
+}
+
+void Graph::moveBefore(Node *n, Node *pos) {
+  if (n == pos)
+    return;
+  nodeList.splice(pos ? pos->getIterator() : nodeList.end(), nodeList,
+                  n->getIterator());
 }
 
 void Graph::eraseNode(Node *n) {
@@ -116,26 +173,25 @@ void Graph::eraseNode(Node *n) {
   for (Value *out : n->outputs)
     if (out && out->def == n)
       out->def = nullptr;
-  nodeList.erase(std::find_if(
-      nodeList.begin(), nodeList.end(),
-      [&](const std::unique_ptr<Node> &x) { return x.get() == n; }));
+  nodeList.erase(n->getIterator()); // Deletes it; ~Node drops its uses.
+  --nodeCount;
+}
+
+void Graph::replaceAllUsesWith(Value *from, Value *to) {
+  // Each setInput takes a use off `from`'s list.
+  while (!from->uses().empty()) {
+    Use u = from->uses().back();
+    u.user->setInput(u.operand, to);
+  }
 }
 
 void Graph::eraseDeadValues() {
-  llvm::DenseSet<const Value *> live;
-  for (Value *v : inputList)
-    live.insert(v);
-  for (Value *v : outputList)
-    live.insert(v);
-  for (const auto &n : nodeList) {
-    for (Value *v : n->inputs)
-      live.insert(v);
-    for (Value *v : n->outputs)
-      live.insert(v);
-  }
+  llvm::DenseSet<const Value *> graphInputs(inputList.begin(), inputList.end());
   std::vector<std::unique_ptr<Value>> kept;
   for (auto &v : valueList) {
-    if (live.count(v.get()))
+    bool live = v->def || v->hasUses() || isOutput(v.get()) ||
+                graphInputs.count(v.get());
+    if (live)
       kept.push_back(std::move(v));
     else
       valuesByName.erase(v->name);
@@ -168,12 +224,69 @@ std::string Graph::uniqueNodeName(llvm::StringRef base) const {
   }
 }
 
+NodeRange Graph::nodes() const {
+  return llvm::map_range(nodeList, NodePointer());
+}
+
+Node *Graph::firstNode() const {
+  return nodeList.empty() ? nullptr : &nodeList.front();
+}
+
+Node *Graph::lastNode() const {
+  return nodeList.empty() ? nullptr : &nodeList.back();
+}
+
+Node *Graph::nextNode(const Node *n) const {
+  auto it = std::next(NodeList::const_iterator(n->getIterator()));
+  return it == nodeList.end() ? nullptr : const_cast<Node *>(&*it);
+}
+
+Node *Graph::prevNode(const Node *n) const {
+  auto it = NodeList::const_iterator(n->getIterator());
+  return it == nodeList.begin() ? nullptr : const_cast<Node *>(&*std::prev(it));
+}
+
 std::vector<Value *> Graph::initializers() const {
   std::vector<Value *> out;
   for (const auto &v : valueList)
     if (v->init)
       out.push_back(v.get());
   return out;
+}
+
+std::unique_ptr<Graph> Graph::clone() const {
+  auto copy = std::make_unique<Graph>();
+  copy->name = name;
+  copy->modelPath = modelPath;
+  copy->opsetVersion = opsetVersion;
+  llvm::DenseMap<const Value *, Value *> map;
+  map[nullptr] = nullptr;
+  for (const auto &v : valueList) {
+    Value *c = copy->addValue(v->name, v->dtype, v->shape, v->role);
+    c->id = v->id;
+    c->init = v->init;
+    c->tier = v->tier;
+    map[v.get()] = c;
+  }
+  llvm::SmallVector<Value *, 8> ins, outs;
+  for (const Node &n : nodeList) {
+    ins.clear();
+    outs.clear();
+    for (Value *v : n.inputs)
+      ins.push_back(map.lookup(v));
+    for (Value *v : n.outputs)
+      outs.push_back(map.lookup(v));
+    Node *c = copy->addNode(n.opType, n.name, ins, outs, n.attrs, n.domain);
+    c->id = n.id;
+    c->stream = n.stream;
+  }
+  for (Value *v : inputList)
+    copy->addInput(map.lookup(v));
+  for (Value *v : outputList)
+    copy->addOutput(map.lookup(v));
+  copy->nextValueId = nextValueId;
+  copy->nextNodeId = nextNodeId;
+  return copy;
 }
 
 } // namespace zinc::ir

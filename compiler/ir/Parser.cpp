@@ -627,7 +627,7 @@ llvm::Error Parser::resolveUses() {
     if (!v)
       return errorAt(u.name, "use of undefined value '" +
                                  formatValueName(u.name.text) + "'");
-    u.node->inputs[u.index] = v;
+    u.node->setInput(u.index, v);
   }
   llvm::SmallVector<Value *, 4> outs;
   for (const PendingUse &u : outputUses) {

@@ -28,10 +28,10 @@ GraphFacts::GraphFacts(const Graph &g) {
   for (const Value *v : g.inputs())
     inputs.insert(v);
   for (const auto &n : g.nodes()) {
-    nodes.insert(n.get());
+    nodes.insert(n);
     for (const Value *v : n->outputs)
       if (v && values.count(v))
-        definers[v].push_back(n.get());
+        definers[v].push_back(n);
   }
 }
 
@@ -58,7 +58,7 @@ llvm::Error checkNodeNames(const Graph &g, const GraphFacts &) {
   for (const auto &n : g.nodes()) {
     if (n->name.empty())
       continue;
-    auto [it, inserted] = seen.try_emplace(n->name, n.get());
+    auto [it, inserted] = seen.try_emplace(n->name, n);
     if (!inserted)
       return fail(n->describe() + ": name already used by an earlier " +
                   it->second->describe());
@@ -129,7 +129,7 @@ llvm::Error checkSingleDefinition(const Graph &g, const GraphFacts &facts) {
       const auto &defs = facts.definers.find(v)->second;
       if (defs.size() > 1)
         return fail(what + " is defined again by " + defs[1]->describe());
-      if (v->def != n.get())
+      if (v->def != n)
         return fail(
             what + " does not point back at its node (def is " +
             (v->def && facts.nodes.count(v->def)
@@ -187,6 +187,37 @@ llvm::Error checkOutputsDefined(const Graph &g, const GraphFacts &facts) {
   return llvm::Error::success();
 }
 
+/// Every op has declared effects: ONNX ops are pure, zinc's own must be in
+/// ZincOps.def, or no pass could know what they write.
+llvm::Error checkDeclaredOps(const Graph &g, const GraphFacts &) {
+  for (const Node *n : g.nodes())
+    if (!lookupOpEffects(n->domain, n->opType))
+      return fail(n->describe() + ": '" + n->opType +
+                  "' is not an op of the zinc domain (none is declared in "
+                  "ZincOps.def under that name)");
+  return llvm::Error::success();
+}
+
+/// Use lists agree with the operands: each use names a real operand slot
+/// reading the value, and each operand slot is used exactly once.
+llvm::Error checkUseLists(const Graph &g, const GraphFacts &facts) {
+  size_t operands = 0, uses = 0;
+  for (const Node *n : g.nodes())
+    operands += llvm::count_if(n->inputs, [](const Value *v) { return v; });
+  for (const auto &v : g.values())
+    for (const Use &u : v->uses()) {
+      ++uses;
+      if (!facts.nodes.count(u.user) || u.operand >= u.user->inputs.size() ||
+          u.user->inputs[u.operand] != v.get())
+        return fail("the use list of " + quoted(*v) +
+                    " names an operand that does not read it");
+    }
+  if (uses != operands)
+    return fail("the graph's use lists hold " + llvm::Twine(uses) + " uses for " +
+                llvm::Twine(operands) + " operands");
+  return llvm::Error::success();
+}
+
 using Check = llvm::Error (*)(const Graph &, const GraphFacts &);
 
 /// In order: the later checks assume what the earlier ones establish (that
@@ -194,7 +225,7 @@ using Check = llvm::Error (*)(const Graph &, const GraphFacts &);
 const Check checks[] = {
     checkValueNames,     checkNodeNames,        checkRoles,
     checkShapes,         checkSingleDefinition, checkDefinedBeforeUse,
-    checkOutputsDefined,
+    checkOutputsDefined, checkDeclaredOps,      checkUseLists,
 };
 
 } // namespace

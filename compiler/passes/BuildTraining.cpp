@@ -28,6 +28,9 @@ class BuildTraining : public Pass {
 public:
   llvm::StringRef getName() const override { return "Build Training Step"; }
   llvm::StringRef getArgument() const override { return "build-training"; }
+  bool isEnabled(const PassContext &ctx) const override {
+    return ctx.training.mode == CompileMode::Train;
+  }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
@@ -164,7 +167,7 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
       dependsOnParam.insert(v.get());
   std::vector<ir::Node *> forward;
   for (const auto &n : g.nodes())
-    forward.push_back(n.get());
+    forward.push_back(n);
   for (ir::Node *n : forward) {
     const autodiff::GradientRule *rule = autodiff::lookupGradientRule(n->opType);
     if (rule && rule->kind == autodiff::RuleKind::ZeroGradient)

@@ -1,20 +1,16 @@
 //===- DeadCodeElimination.cpp - dce: drops what no graph output needs ----===//
 //
-// A node is live when one of its outputs reaches a graph output. ONNX ops
-// have no side effects, so every other node goes, and then every value
-// nothing uses any more (unused initializers included; graph inputs stay,
-// they are the model's interface). A node without outputs can only exist
-// for its effect (zinc's transfer ops), so it is kept.
+// A node is live when one of its outputs reaches a graph output, or when it
+// updates an operand in place, as its op declares (zinc/support/OpEffects.h:
+// optimizer updates, write-backs). Every other node goes, and then every
+// value nothing uses any more (unused initializers included; graph inputs
+// stay, they are the model's interface).
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/Pass.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace zinc::passes {
-
-static bool hasOutputs(const ir::Node &n) {
-  return llvm::any_of(n.outputs, [](const ir::Value *v) { return v; });
-}
 
 namespace {
 
@@ -32,12 +28,12 @@ llvm::Expected<bool> DeadCodeElimination::run(ir::Graph &g, PassContext &) {
   // every live node.
   std::vector<ir::Node *> dead;
   for (const auto &n : llvm::reverse(g.nodes())) {
-    bool isLive =
-        !hasOutputs(*n) || llvm::any_of(n->outputs, [&](const ir::Value *v) {
-          return live.count(v);
-        });
+    // Live: it updates an operand in place (as its op declares), or a
+    // live node or the step's outputs read one of its results.
+    bool isLive = n->effects().updatesInPlace() ||
+                  llvm::any_of(n->outputs, [&](const ir::Value *v) { return live.count(v); });
     if (!isLive) {
-      dead.push_back(n.get());
+      dead.push_back(n);
       continue;
     }
     for (const ir::Value *v : n->inputs)

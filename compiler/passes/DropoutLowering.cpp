@@ -118,7 +118,7 @@ llvm::Expected<bool> lowerDropouts(ir::Graph &g, bool training) {
       mask->def = nullptr;
       n.outputs[1] = nullptr;
     }
-    n.inputs.resize(1);
+    n.setInputs({n.inputs[0]});
     changed = true;
     if (drops) {
       n.attrs = AttributeList();

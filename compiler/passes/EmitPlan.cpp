@@ -89,7 +89,7 @@ struct Access {
 /// its stream already waited on that one or a later one of that stream.
 static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
                                plan::Plan &p) {
-  auto nodes = g.nodes();
+  std::vector<const ir::Node *> nodes(g.nodes().begin(), g.nodes().end());
   std::vector<std::vector<Access>> accesses(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node &n = *nodes[i];
@@ -101,7 +101,7 @@ static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
     };
     for (unsigned k = 0; k < n.inputs.size(); ++k)
       if (n.inputs[k])
-        add(n.inputs[k], writesInput(n, k));
+        add(n.inputs[k], n.writesInput(k));
     for (const ir::Value *out : n.outputs)
       if (out)
         add(out, true);

@@ -15,6 +15,9 @@ class InferenceDropout : public Pass {
 public:
   llvm::StringRef getName() const override { return "Inference Dropout"; }
   llvm::StringRef getArgument() const override { return "inference-dropout"; }
+  bool isEnabled(const PassContext &ctx) const override {
+    return ctx.training.mode == CompileMode::Infer;
+  }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &) override {
     return lowerDropouts(g, /*training=*/false);
   }

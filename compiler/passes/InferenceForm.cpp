@@ -20,6 +20,9 @@ class InferenceForm : public Pass {
 public:
   llvm::StringRef getName() const override { return "Inference Form"; }
   llvm::StringRef getArgument() const override { return "inference-form"; }
+  bool isEnabled(const PassContext &ctx) const override {
+    return ctx.training.mode == CompileMode::Infer;
+  }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
@@ -33,20 +36,15 @@ AttributeList withoutTrainingAttrs(const AttributeList &attrs) {
 }
 
 llvm::Expected<bool> InferenceForm::run(ir::Graph &g, PassContext &) {
-  llvm::DenseSet<const ir::Value *> used(g.outputs().begin(),
-                                         g.outputs().end());
-  for (const auto &n : g.nodes())
-    for (const ir::Value *v : n->inputs)
-      used.insert(v);
   bool changed = false;
-  // Index-based: the loop inserts Identity nodes behind the one it rewrites.
-  for (size_t k = 0; k < g.nodes().size(); ++k) {
-    ir::Node *n = g.nodes()[k].get();
+  // A snapshot: the loop inserts Identity nodes behind the one it rewrites.
+  std::vector<ir::Node *> nodes(g.nodes().begin(), g.nodes().end());
+  for (ir::Node *n : nodes) {
     if (!n->domain.empty() || n->opType != "BatchNormalization" ||
         n->attrs.getInt("training_mode", 0) == 0)
       continue;
     for (unsigned i = 1; i < n->outputs.size(); ++i)
-      if (n->outputs[i] && llvm::is_contained(g.outputs(), n->outputs[i]))
+      if (n->outputs[i] && g.isOutput(n->outputs[i]))
         return makeError(
             n->describe() +
             ": unsupported with --mode=infer: training-mode "
@@ -58,16 +56,15 @@ llvm::Expected<bool> InferenceForm::run(ir::Graph &g, PassContext &) {
     changed = true;
     // Outputs 1 and 2 are the updated running mean and variance (inputs 3
     // and 4); in inference they keep their values.
+    ir::Node *next = g.nextNode(n);
     for (unsigned i = 1; i < n->outputs.size(); ++i) {
       ir::Value *out = n->outputs[i];
       n->outputs[i] = nullptr;
       if (!out)
         continue;
       out->def = nullptr;
-      if (!used.count(out))
+      if (!out->hasUses() && !g.isOutput(out))
         continue;
-      ir::Node *next =
-          k + 1 < g.nodes().size() ? g.nodes()[k + 1].get() : nullptr;
       g.insertNode(next, "Identity", g.uniqueNodeName(out->name),
                    {n->inputs[i + 2]}, {out});
     }

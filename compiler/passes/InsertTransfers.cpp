@@ -11,7 +11,6 @@
 // source is written. Which memory the copies take is allocate's business.
 //
 //===----------------------------------------------------------------------===//
-#include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
@@ -27,9 +26,7 @@ public:
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
-bool isTransfer(const ir::Node &n) {
-  return n.domain == "zinc" && (n.opType == "Copy" || n.opType == "CopyInto");
-}
+bool isTransfer(const ir::Node &n) { return isTransferOp(n.domain, n.opType); }
 
 ir::Tier execTier(const ir::Node &n) {
   return n.stream == ir::Stream::Host ? ir::Tier::Cpu : ir::Tier::Gpu;
@@ -47,10 +44,9 @@ public:
   Mover(ir::Graph &g, const MemoryOptions &mem) : g(g), mem(mem) {}
 
   llvm::Error run() {
-    std::vector<ir::Node *> original;
-    for (const auto &n : g.nodes())
-      original.push_back(n.get());
+    std::vector<ir::Node *> original(g.nodes().begin(), g.nodes().end());
     for (ir::Node *n : original) {
+      ordinal[n] = nextOrdinal++;
       if (isTransfer(*n)) {
         if (auto err = lowerExplicitCopy(n))
           return err;
@@ -60,13 +56,13 @@ public:
       std::vector<ir::Value *> written;
       for (unsigned i = 0; i < n->inputs.size(); ++i) {
         ir::Value *home = n->inputs[i];
-        if (home && writesInput(*n, i))
+        if (home && n->writesInput(i))
           written.push_back(home);
         if (!home || home->tier == here)
           continue;
         ir::Value *local = residentCopy(home, here, n);
-        n->inputs[i] = local;
-        if (writesInput(*n, i))
+        n->setInput(i, local);
+        if (n->writesInput(i))
           writeBack(local, home, n);
       }
       for (ir::Value *out : n->outputs)
@@ -83,34 +79,28 @@ public:
   }
 
 private:
-  size_t indexOf(const ir::Node *n) const {
-    auto nodes = g.nodes();
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].get() == n)
-        return i;
-    return nodes.size();
-  }
-
-  /// The node before which a copy of `v` needed by `user` is inserted.
+  /// The node before which a copy of `source` needed by `user` is
+  /// inserted. Walks back from the user over at most the prefetch distance
+  /// in compute nodes (and the transfers between them), never past the
+  /// source's last writer or definition.
   ir::Node *insertionPoint(ir::Value *source, ir::Node *user, ir::Tier to) {
-    auto nodes = g.nodes();
-    size_t useAt = indexOf(user);
-    size_t earliest = 0;
-    if (ir::Node *w = lastWriter.lookup(source))
-      earliest = indexOf(w) + 1;
-    else if (source->def)
-      earliest = indexOf(source->def) + 1;
+    ir::Node *stop = lastWriter.lookup(source);
+    if (!stop)
+      stop = source->def;
     if (source->tier == ir::Tier::Gpu) // Leaving the GPU: as soon as complete.
-      return earliest < nodes.size() ? nodes[earliest].get() : nullptr;
+      return stop ? g.nextNode(stop) : g.firstNode();
     // Towards the user: a few compute nodes ahead, to overlap them.
-    size_t at = useAt;
+    ir::Node *at = user;
     unsigned computeSeen = 0;
-    while (at > earliest && computeSeen < mem.prefetchDistance) {
-      --at;
-      if (nodes[at]->stream == ir::Stream::Compute && !isTransfer(*nodes[at]))
+    while (computeSeen < mem.prefetchDistance) {
+      ir::Node *prev = g.prevNode(at);
+      if (!prev || prev == stop)
+        break;
+      at = prev;
+      if (at->stream == ir::Stream::Compute && !isTransfer(*at))
         ++computeSeen;
     }
-    return nodes[std::max(at, earliest)].get();
+    return at;
   }
 
   /// One zinc.Copy of `source` into a new transient value in `to`.
@@ -133,7 +123,7 @@ private:
     auto cached = copies.find(key);
     if (cached != copies.end()) {
       ir::Node *prev = lastUse.lookup(cached->second);
-      if (prev && indexOf(user) - indexOf(prev) <= kReuseWindow)
+      if (prev && ordinal.lookup(user) - ordinal.lookup(prev) <= kReuseWindow)
         return cached->second;
     }
     ir::Value *source = home;
@@ -147,10 +137,7 @@ private:
 
   /// After `writer` updated `local` in place, store it back into `home`.
   void writeBack(ir::Value *local, ir::Value *home, ir::Node *writer) {
-    ir::Node *after = nullptr;
-    auto nodes = g.nodes();
-    size_t at = indexOf(writer) + 1;
-    after = at < nodes.size() ? nodes[at].get() : nullptr;
+    ir::Node *after = g.nextNode(writer);
     ir::Value *src = local;
     if ((local->tier == ir::Tier::Gpu && home->tier == ir::Tier::Nvme)) {
       src = copyOnce(local, ir::Tier::Cpu, writer, after);
@@ -165,7 +152,7 @@ private:
   /// CopyInto(src, dst) placed by an earlier pass: route it through the CPU
   /// when its tiers are not linked, preferring an up-to-date copy of src.
   llvm::Error lowerExplicitCopy(ir::Node *n) {
-    ir::Value *&src = n->inputs[0];
+    ir::Value *src = n->inputs[0];
     ir::Value *dst = n->opType == "CopyInto" ? n->inputs[1] : n->outputs[0];
     for (ir::Tier t : {dst->tier, ir::Tier::Cpu}) {
       auto cached = copies.find({src, t});
@@ -182,6 +169,7 @@ private:
         src = residentCopy(src, ir::Tier::Cpu, n);
       n->stream = linkStream(src->tier, dst->tier);
     }
+    n->setInput(0, src);
     lastUse[src] = n;
     if (n->opType == "CopyInto")
       noteWritten(dst, n);
@@ -198,8 +186,8 @@ private:
     }
   }
 
-  /// Uses at most this many nodes apart share one copy; beyond, the copy's
-  /// memory is released in between (the forward and backward uses of a
+  /// Uses at most this many nodes of the pass's input apart share one copy;
+  /// beyond, the copy's memory is released in between (the forward and backward uses of a
   /// weight get separate prefetches).
   static constexpr size_t kReuseWindow = 8;
 
@@ -208,14 +196,17 @@ private:
   std::map<std::pair<ir::Value *, ir::Tier>, ir::Value *> copies;
   llvm::DenseMap<const ir::Value *, ir::Node *> lastUse;
   llvm::DenseMap<const ir::Value *, ir::Node *> lastWriter;
+  /// Position of each node of the pass's input, in its program order.
+  llvm::DenseMap<const ir::Node *, size_t> ordinal;
+  size_t nextOrdinal = 0;
 };
 
 llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
-  size_t before = g.nodes().size();
+  size_t before = g.numNodes();
   Mover mover(g, ctx.memory);
   if (auto err = mover.run())
     return err;
-  return g.nodes().size() != before;
+  return g.numNodes() != before;
 }
 
 } // namespace

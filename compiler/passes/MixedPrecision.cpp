@@ -36,6 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/LossOutput.h"
+#include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
@@ -51,16 +52,14 @@ class MixedPrecision : public Pass {
 public:
   llvm::StringRef getName() const override { return "Mixed Precision"; }
   llvm::StringRef getArgument() const override { return "mixed-precision"; }
+  bool isEnabled(const PassContext &ctx) const override {
+    return ctx.training.precision != PrecisionKind::FP32;
+  }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
 /// ONNX TensorProto.DataType codes (Cast's `to`).
 constexpr int64_t kOnnxFloat = 1;
-
-bool isOptimizerNode(const ir::Node &n) {
-  return n.domain == "zinc" &&
-         (n.opType == "AdamW" || n.opType == "Adam" || n.opType == "SGD");
-}
 
 /// Operand positions of an optimizer node after its (param, grad, states).
 unsigned firstExtraOperand(const ir::Node &n) { return n.opType == "SGD" ? 3 : 4; }
@@ -106,8 +105,8 @@ llvm::DenseSet<const ir::Node *> lossHead(const ir::Graph &g, const ir::Value *l
   head.insert(seed->def);
   bool afterSeed = false;
   for (const auto &n : g.nodes()) {
-    afterSeed |= n.get() == seed->def;
-    if (!afterSeed || n.get() == seed->def || isOptimizerNode(*n))
+    afterSeed |= n == seed->def;
+    if (!afterSeed || n == seed->def || isOptimizerNode(*n))
       continue;
     bool readsGrad = false, onlyHead = true;
     for (const ir::Value *in : n->inputs) {
@@ -120,7 +119,7 @@ llvm::DenseSet<const ir::Node *> lossHead(const ir::Graph &g, const ir::Value *l
     }
     if (!readsGrad || !onlyHead)
       continue;
-    head.insert(n.get());
+    head.insert(n);
     grads.insert(n->outputs.begin(), n->outputs.end());
   }
   return head;
@@ -176,7 +175,7 @@ ir::Value *Rewriter::castOf(ir::Value *v, DType to, ir::Node *before) {
     attrs.set(makeIntAttr("to", static_cast<int64_t>(to)));
     // Graph inputs are cast once, at the start of the step.
     if (v->role == ir::ValueRole::Input)
-      before = g.nodes().empty() ? nullptr : g.nodes().front().get();
+      before = g.firstNode();
     g.insertNode(before, "Cast", g.uniqueNodeName(name), {v}, {cast}, std::move(attrs));
   }
   return cast;
@@ -188,7 +187,7 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
     head = lossHead(g, loss, seed);
   std::vector<ir::Node *> nodes;
   for (const auto &n : g.nodes())
-    nodes.push_back(n.get());
+    nodes.push_back(n);
   std::vector<ir::Node *> optimizers;
   for (ir::Node *n : nodes)
     if (isOptimizerNode(*n))
@@ -258,16 +257,17 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
     if (isOptimizerNode(*n))
       continue;
     DType want = regionOf(*n);
-    for (ir::Value *&in : n->inputs) {
+    for (unsigned i = 0; i < n->inputs.size(); ++i) {
+      ir::Value *in = n->inputs[i];
       if (!in || keptF32.count(in))
         continue;
       if (want == compute && in->dtype == DType::F32) {
         if (in->role == ir::ValueRole::Parameter)
-          in = copyOf(in);
+          n->setInput(i, copyOf(in));
         else
-          in = castOf(in, compute, n);
+          n->setInput(i, castOf(in, compute, n));
       } else if (want == DType::F32 && in->dtype == compute && lowered.count(in)) {
-        in = castOf(in, DType::F32, n);
+        n->setInput(i, castOf(in, DType::F32, n));
       }
     }
   }
@@ -305,8 +305,10 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
       extra.pop_back();
     if (extra.empty())
       continue;
-    n->inputs.resize(firstExtraOperand(*n), nullptr);
-    n->inputs.append(extra.begin(), extra.end());
+    llvm::SmallVector<ir::Value *, 8> operands(n->inputs.begin(), n->inputs.end());
+    operands.resize(firstExtraOperand(*n), nullptr);
+    operands.append(extra.begin(), extra.end());
+    n->setInputs(operands);
   }
   if (scaling) {
     bool dynamic = opts.lossScale == LossScaleKind::Dynamic;

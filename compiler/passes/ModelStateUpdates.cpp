@@ -20,7 +20,7 @@ static std::vector<ir::Node *> trainingBatchNorms(const ir::Graph &g) {
     if (n->domain.empty() && n->opType == "BatchNormalization" &&
         n->attrs.getInt("training_mode", 0) != 0 && n->inputs.size() >= 5 &&
         n->inputs[3] && n->inputs[4])
-      found.push_back(n.get());
+      found.push_back(n);
   return found;
 }
 
@@ -39,10 +39,8 @@ llvm::Expected<bool> appendModelStateUpdates(ir::Graph &g) {
                          "running statistics as model state updated in place");
   // The node after each, found in one walk (inserting keeps pointers valid).
   llvm::DenseMap<const ir::Node *, ir::Node *> nextOf;
-  auto nodes = g.nodes();
-  for (size_t k = 0; k < nodes.size(); ++k)
-    nextOf[nodes[k].get()] =
-        k + 1 < nodes.size() ? nodes[k + 1].get() : nullptr;
+  for (ir::Node *n : g.nodes())
+    nextOf[n] = g.nextNode(n);
   for (ir::Node *n : batchNorms) {
     ir::Value *x = n->outputs[0] ? n->outputs[0] : n->inputs[0];
     std::string base = x->name;

@@ -33,6 +33,20 @@ void PassManager::addPass(std::unique_ptr<Pass> pass) {
   passes.push_back(std::move(pass));
 }
 
+void PassManager::addDefaultPipeline() {
+#define ZINC_PASS(ARGUMENT, CREATE)                                            \
+  if (std::unique_ptr<Pass> pass = CREATE(); pass->isEnabled(ctx))              \
+    addPass(std::move(pass));
+#include "zinc/passes/Passes.def"
+}
+
+std::string PassManager::getPipeline() const {
+  std::string text;
+  for (const auto &pass : passes)
+    text += (text.empty() ? "" : ",") + pass->getArgument().str();
+  return text;
+}
+
 llvm::Error PassManager::setPrintAfter(llvm::ArrayRef<std::string> arguments) {
   std::vector<llvm::StringRef> valid = getPassArguments();
   for (const std::string &arg : arguments)

@@ -1,6 +1,9 @@
 //===- Place.cpp - place: the home tier of every persistent tensor --------===//
 //
-// Optimizer states and fp32 master weights live where --offload-optimizer
+// The placement policy, separate from the allocator (as XLA separates
+// memory-space assignment from its heap simulator): an `auto` policy first
+// chooses concrete tiers (PlacementSearch.cpp), then the placement is applied
+// here. Optimizer states and fp32 master weights live where --offload-optimizer
 // says, and their update runs on the host when that is not the GPU; the
 // weights the forward and backward passes read live where --offload-params
 // says. When the two differ, the compute weights are a copy (State) of the
@@ -11,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/Pass.h"
+#include "zinc/passes/PlacementSearch.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -22,40 +26,34 @@ class Place : public Pass {
 public:
   llvm::StringRef getName() const override { return "Place Tensors in Tiers"; }
   llvm::StringRef getArgument() const override { return "place"; }
-  llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
+  llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override {
+    if (auto err = choosePlacement(g, ctx))
+      return std::move(err);
+    return applyPlacement(g, ctx.memory);
+  }
 };
 
-/// Nodes using each value, in program order.
-llvm::DenseMap<const ir::Value *, std::vector<ir::Node *>> usersOf(const ir::Graph &g) {
-  llvm::DenseMap<const ir::Value *, std::vector<ir::Node *>> users;
-  for (const auto &n : g.nodes())
-    for (ir::Value *in : n->inputs)
-      if (in && (users[in].empty() || users[in].back() != n.get()))
-        users[in].push_back(n.get());
+/// The distinct nodes reading `v`.
+llvm::SmallVector<ir::Node *, 4> usersOf(const ir::Value &v) {
+  llvm::SmallVector<ir::Node *, 4> users;
+  for (const ir::Use &u : v.uses())
+    if (!llvm::is_contained(users, u.user))
+      users.push_back(u.user);
   return users;
 }
 
-/// The node right after `n` in program order, or null.
-ir::Node *nextNode(const ir::Graph &g, const ir::Node *n) {
-  auto nodes = g.nodes();
-  for (size_t i = 0; i + 1 < nodes.size(); ++i)
-    if (nodes[i].get() == n)
-      return nodes[i + 1].get();
-  return nullptr;
-}
+} // namespace
 
-llvm::Expected<bool> Place::run(ir::Graph &g, PassContext &ctx) {
-  const MemoryOptions &mem = ctx.memory;
+llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
   bool training = llvm::any_of(g.nodes(), [](const auto &n) { return isOptimizerNode(*n); });
   if (training && mem.optimizerTier == ir::Tier::Gpu && mem.paramsTier != ir::Tier::Gpu)
     return makeError("--offload-params=" + ir::tierName(mem.paramsTier) +
                      " needs the optimizer off the GPU too (--offload-optimizer=cpu "
                      "or nvme): its fp32 master weights would otherwise stay in GPU memory");
-  auto users = usersOf(g);
   std::vector<ir::Node *> optimizers;
   for (const auto &n : g.nodes())
     if (isOptimizerNode(*n))
-      optimizers.push_back(n.get());
+      optimizers.push_back(n);
 
   bool changed = false;
   llvm::DenseSet<const ir::Value *> masters;
@@ -71,7 +69,7 @@ llvm::Expected<bool> Place::run(ir::Graph &g, PassContext &ctx) {
     // the master; shared ones (loss-scaling flags) and the mixed-precision
     // copy are placed below.
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
-      if (in && in->role == ir::ValueRole::State && users[in].size() == 1)
+      if (in && in->role == ir::ValueRole::State && usersOf(*in).size() == 1)
         in->tier = mem.optimizerTier;
   }
 
@@ -79,11 +77,11 @@ llvm::Expected<bool> Place::run(ir::Graph &g, PassContext &ctx) {
   // or a new copy in the params tier.
   for (ir::Node *opt : optimizers) {
     ir::Value *master = opt->inputs[0];
-    bool readByCompute = llvm::any_of(users[master], [&](ir::Node *n) {
+    bool readByCompute = llvm::any_of(usersOf(*master), [&](ir::Node *n) {
       return n != opt && n->stream == ir::Stream::Compute;
     });
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
-      if (in && in->role == ir::ValueRole::State && users[in].size() > 1 &&
+      if (in && in->role == ir::ValueRole::State && usersOf(*in).size() > 1 &&
           in->shape == master->shape && in->dtype != DType::F32)
         in->tier = mem.paramsTier; // The mixed-precision copy.
     if (!readByCompute || mem.paramsTier == mem.optimizerTier)
@@ -92,12 +90,10 @@ llvm::Expected<bool> Place::run(ir::Graph &g, PassContext &ctx) {
                                  master->dtype, master->shape, ir::ValueRole::State);
     copy->init = master->init; // Loaded with the same initial weights.
     copy->tier = mem.paramsTier;
-    for (ir::Node *user : users[master])
+    for (ir::Node *user : usersOf(*master))
       if (user != opt)
-        for (ir::Value *&in : user->inputs)
-          if (in == master)
-            in = copy;
-    g.insertNode(nextNode(g, opt), "CopyInto",
+        user->replaceUsesOfWith(master, copy);
+    g.insertNode(g.nextNode(opt), "CopyInto",
                  g.uniqueNodeName(master->name + "/refresh"), {master, copy}, {},
                  {}, "zinc");
     changed = true;
@@ -118,8 +114,6 @@ llvm::Expected<bool> Place::run(ir::Graph &g, PassContext &ctx) {
     }
   return changed || mem.optimizerTier != ir::Tier::Gpu;
 }
-
-} // namespace
 
 std::unique_ptr<Pass> createPlacePass() { return std::make_unique<Place>(); }
 

@@ -1,13 +1,11 @@
 //===- PlacementSearch.cpp - Trying placements until every tier fits ------===//
 #include "zinc/passes/PlacementSearch.h"
-#include "zinc/ir/Parser.h"
-#include "zinc/ir/Printer.h"
 #include "zinc/passes/OptimizerOps.h"
+#include "zinc/passes/PassManager.h"
 #include "zinc/support/Error.h"
-#include "llvm/Support/raw_ostream.h"
 #include <tuple>
 
-namespace zinc {
+namespace zinc::passes {
 
 static std::vector<ir::Tier> candidates(OffloadPolicy policy) {
   switch (policy) {
@@ -19,86 +17,77 @@ static std::vector<ir::Tier> candidates(OffloadPolicy policy) {
   return {ir::Tier::Gpu};
 }
 
-/// A deep copy through the text form, which round-trips exactly.
-static llvm::Expected<std::unique_ptr<ir::Graph>> cloneGraph(const ir::Graph &g) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  ir::printGraph(g, os);
-  return ir::parseGraph(os.str(), "<placement candidate>");
+/// The passes after place, run on a trial copy to see whether it fits.
+static llvm::Error tryPlacement(ir::Graph &trial, PassContext &ctx) {
+  auto placed = applyPlacement(trial, ctx.memory);
+  if (!placed)
+    return placed.takeError();
+  for (llvm::StringRef next : {"insert-transfers", "spill", "allocate"}) {
+    auto pass = createPass(next);
+    if (!pass)
+      return pass.takeError();
+    auto changed = (*pass)->run(trial, ctx);
+    if (!changed)
+      return changed.takeError();
+  }
+  return llvm::Error::success();
 }
 
-static llvm::Error runPlacement(ir::Graph &g, passes::PassContext &ctx,
-                                const std::function<llvm::Error(passes::PassManager &)> &configure) {
-  passes::PassManager pm(ctx);
-  if (auto err = configure(pm))
-    return err;
-  if (auto err = pm.parsePipeline("place,insert-transfers,allocate"))
-    return err;
-  return pm.run(g);
-}
-
-llvm::Error placeAndAllocate(
-    std::unique_ptr<ir::Graph> &g, passes::PassContext &ctx, OffloadPolicy optimizer,
-    OffloadPolicy params,
-    const std::function<llvm::Error(passes::PassManager &)> &configure,
-    const std::function<void(const llvm::Twine &)> &note) {
+llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx) {
+  MemoryOptions &mem = ctx.memory;
   // Without an optimizer (inference) only the parameters' home matters.
-  bool training = llvm::any_of(g->nodes(), [](const auto &n) { return isOptimizerNode(*n); });
-  if (!training)
-    optimizer = OffloadPolicy::None;
+  bool training = llvm::any_of(g.nodes(), [](const ir::Node *n) { return isOptimizerNode(*n); });
+  OffloadPolicy optimizer = training ? mem.optimizerOffload : OffloadPolicy::None;
   std::vector<std::pair<ir::Tier, ir::Tier>> tries;
   for (ir::Tier opt : candidates(optimizer))
-    for (ir::Tier par : candidates(params))
+    for (ir::Tier par : candidates(mem.paramsOffload))
       // Parameters never live nearer the GPU than the master weights.
       if (!training || opt != ir::Tier::Gpu || par == ir::Tier::Gpu)
         tries.push_back({opt, par});
   if (tries.empty())
-    return makeError("--offload-params=" + ir::tierName(candidates(params).front()) +
+    return makeError("--offload-params=" + ir::tierName(candidates(mem.paramsOffload).front()) +
                      " needs the optimizer off the GPU too (--offload-optimizer=cpu or "
                      "nvme): its fp32 master weights would otherwise stay in GPU memory");
   // Each placement is tried with the requested prefetch distance, then,
   // if that overflows, with prefetches issued just before their use: the
   // shallowest prefetching keeps the fewest copies alive at once.
-  unsigned distance = ctx.memory.prefetchDistance;
+  unsigned distance = mem.prefetchDistance;
   std::vector<std::tuple<ir::Tier, ir::Tier, unsigned>> attempts;
   for (auto [opt, par] : tries) {
     attempts.push_back({opt, par, distance});
     if (distance > 0)
       attempts.push_back({opt, par, 0});
   }
-  bool searching = attempts.size() > 1;
-  llvm::Error lastError = llvm::Error::success();
-  for (auto [opt, par, depth] : attempts) {
-    std::unique_ptr<ir::Graph> candidate;
-    if (searching) {
-      auto clone = cloneGraph(*g);
-      if (!clone)
-        return clone.takeError();
-      candidate = std::move(*clone);
-    } else {
-      candidate = std::move(g);
-    }
-    ctx.memory.optimizerTier = opt;
-    ctx.memory.paramsTier = par;
-    ctx.memory.prefetchDistance = depth;
-    llvm::Error err = runPlacement(*candidate, ctx, configure);
-    if (!err) {
-      llvm::consumeError(std::move(lastError));
-      std::string how = depth == distance ? "" : ", prefetching just before use";
-      if (searching && training)
-        note("placement: optimizer states and master weights in " +
-             ir::tierName(opt) + ", parameters in " + ir::tierName(par) + how);
-      else if (searching)
-        note("placement: parameters in " + ir::tierName(par) + how);
-      g = std::move(candidate);
-      return llvm::Error::success();
-    }
-    if (!searching)
-      return err;
-    llvm::consumeError(std::move(lastError));
-    lastError = std::move(err);
+  auto choose = [&](const std::tuple<ir::Tier, ir::Tier, unsigned> &a) {
+    std::tie(mem.optimizerTier, mem.paramsTier, mem.prefetchDistance) = a;
+  };
+  if (attempts.size() == 1) {
+    choose(attempts.front());
+    return llvm::Error::success();
   }
-  return lastError;
+  for (const auto &attempt : attempts) {
+    choose(attempt);
+    std::unique_ptr<ir::Graph> trial = g.clone();
+    llvm::Error err = tryPlacement(*trial, ctx);
+    if (err) {
+      llvm::consumeError(std::move(err));
+      continue;
+    }
+    if (ctx.note) {
+      std::string how = mem.prefetchDistance == distance ? "" : ", prefetching just before use";
+      if (training)
+        ctx.note("placement: optimizer states and master weights in " +
+                 ir::tierName(mem.optimizerTier) + ", parameters in " +
+                 ir::tierName(mem.paramsTier) + how);
+      else
+        ctx.note("placement: parameters in " + ir::tierName(mem.paramsTier) + how);
+    }
+    return llvm::Error::success();
+  }
+  // Nothing fits: the most offloaded candidate needs the least GPU memory,
+  // so allocate's diagnostic on it names the smallest capacity that fits.
+  choose(attempts.back());
+  return llvm::Error::success();
 }
 
-} // namespace zinc
+} // namespace zinc::passes

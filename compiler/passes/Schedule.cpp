@@ -6,9 +6,10 @@
 // rule, shape computations). This pass moves every node whose inputs are
 // all available from the start of the step (no inputs, or only graph
 // inputs, initializers and state) to just before its first user, so its
-// result lives no longer than it must. Nodes with effects (no outputs) and
-// the relative order of everything else stay as they are, which keeps the
-// schedule deterministic and results bit-identical.
+// result lives no longer than it must. Nodes that update an operand in
+// place (as their op declares) and the relative order of everything else
+// stay as they are, which keeps the schedule deterministic and results
+// bit-identical.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/Pass.h"
@@ -29,44 +30,29 @@ bool availableAtStart(const ir::Value *v) {
 }
 
 llvm::Expected<bool> Schedule::run(ir::Graph &g, PassContext &) {
+  // Users of a movable node are never movable themselves (they read a value
+  // it defines), so program positions taken once stay right for every user.
+  llvm::DenseMap<const ir::Node *, size_t> position;
   std::vector<ir::Node *> movable;
-  for (const auto &n : g.nodes()) {
+  for (ir::Node *n : g.nodes()) {
+    position[n] = position.size();
     bool hasOutputs = llvm::any_of(n->outputs, [](const ir::Value *o) { return o; });
-    if (hasOutputs && llvm::all_of(n->inputs, availableAtStart))
-      movable.push_back(n.get());
+    if (hasOutputs && !n->effects().updatesInPlace() &&
+        llvm::all_of(n->inputs, availableAtStart))
+      movable.push_back(n);
   }
   bool changed = false;
   for (ir::Node *n : movable) {
     // The first node that reads any of n's outputs.
     ir::Node *firstUser = nullptr;
-    bool seenSelf = false, directlyBefore = false;
-    ir::Node *prev = nullptr;
-    for (const auto &m : g.nodes()) {
-      if (m.get() == n) {
-        seenSelf = true;
-        prev = n;
-        continue;
-      }
-      if (seenSelf && llvm::any_of(m->inputs, [&](const ir::Value *v) {
-            return v && v->def == n;
-          })) {
-        firstUser = m.get();
-        directlyBefore = prev == n;
-        break;
-      }
-      prev = m.get();
-    }
-    if (!firstUser || directlyBefore)
+    for (const ir::Value *out : n->outputs)
+      if (out)
+        for (const ir::Use &u : out->uses())
+          if (!firstUser || position.lookup(u.user) < position.lookup(firstUser))
+            firstUser = u.user;
+    if (!firstUser || g.prevNode(firstUser) == n)
       continue;
-    // Re-insert a node identical to n before its first user, then drop n.
-    llvm::SmallVector<ir::Value *, 4> ins(n->inputs.begin(), n->inputs.end());
-    llvm::SmallVector<ir::Value *, 2> outs(n->outputs.begin(), n->outputs.end());
-    std::string name = n->name, op = n->opType, domain = n->domain;
-    AttributeList attrs = n->attrs;
-    ir::Stream stream = n->stream;
-    g.eraseNode(n);
-    ir::Node *moved = g.insertNode(firstUser, op, name, ins, outs, std::move(attrs), domain);
-    moved->stream = stream;
+    g.moveBefore(n, firstUser);
     changed = true;
   }
   return changed;

@@ -13,7 +13,7 @@ bool isPersistent(const ir::Graph &g, const ir::Value &v) {
 
 TierLayout computeTierLayout(const ir::Graph &g) {
   TierLayout layout;
-  int64_t last = std::max<int64_t>(0, static_cast<int64_t>(g.nodes().size()) - 1);
+  int64_t last = std::max<int64_t>(0, static_cast<int64_t>(g.numNodes()) - 1);
   for (const auto &v : g.values()) {
     // Step-long values span everything; graph outputs live from their
     // definition to the end of the step, where the runtime reads them.

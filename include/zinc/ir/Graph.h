@@ -10,6 +10,12 @@
 
 #include "zinc/support/Attribute.h"
 #include "zinc/support/DType.h"
+#include "zinc/support/OpEffects.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ilist.h"
+#include "llvm/ADT/ilist_node.h"
+#include "llvm/ADT/iterator_range.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -20,7 +26,6 @@
 
 namespace zinc::ir {
 
-class Node;
 
 /// What a value is for; later passes decide tiers and sharding from it.
 enum class ValueRole {
@@ -70,6 +75,14 @@ struct InitializerRef {
   }
 };
 
+struct Node;
+
+/// One operand slot that reads a value: input `operand` of `user`.
+struct Use {
+  Node *user = nullptr;
+  unsigned operand = 0;
+};
+
 /// A tensor in the graph: defined once, by a node or as a graph input or
 /// initializer.
 struct Value {
@@ -86,26 +99,91 @@ struct Value {
 
   int64_t numElements() const { return zinc::numElements(shape); }
   uint64_t byteSize() const { return numElements() * dtypeSize(dtype); }
+
+  /// Every operand slot reading this value, in no particular order (a node
+  /// reading it twice appears twice). Kept up to date by Node::setInput and
+  /// the Graph's insert and erase, each in O(1).
+  llvm::ArrayRef<Use> uses() const { return useList; }
+  bool hasUses() const { return !useList.empty(); }
+
+private:
+  friend struct Node;
+  llvm::SmallVector<Use, 2> useList;
+};
+
+/// A node's inputs: read like an array of Value * (null where an optional
+/// input is absent), changed only through Node::setInput and friends, which
+/// keep every value's use list right.
+class OperandList {
+public:
+  using iterator = Value *const *;
+  iterator begin() const { return list.begin(); }
+  iterator end() const { return list.end(); }
+  size_t size() const { return list.size(); }
+  bool empty() const { return list.empty(); }
+  Value *operator[](size_t i) const { return list[i]; }
+  Value *front() const { return list.front(); }
+  Value *back() const { return list.back(); }
+  operator llvm::ArrayRef<Value *>() const { return list; }
+
+private:
+  friend struct Node;
+  llvm::SmallVector<Value *, 4> list;
+  /// slot[i]: where input i's Use sits in list[i]'s use list.
+  llvm::SmallVector<unsigned, 4> slot;
 };
 
 /// An operation. ONNX ops keep their ONNX names in the default domain ("");
-/// zinc's own ops use the domain "zinc".
-struct Node {
+/// zinc's own ops use the domain "zinc". Lives in its graph's intrusive
+/// list, so inserting and erasing anywhere is O(1).
+struct Node : public llvm::ilist_node<Node> {
+  Node() = default;
+  Node(const Node &) = delete;
+  Node &operator=(const Node &) = delete;
+  /// Leaves the use lists of its inputs.
+  ~Node();
+
   unsigned id = 0;
   std::string name;
   std::string domain;
   std::string opType;
   /// null where an optional input is absent.
-  llvm::SmallVector<Value *, 4> inputs;
+  OperandList inputs;
   /// null where an optional output is not requested.
   llvm::SmallVector<Value *, 2> outputs;
   AttributeList attrs;
   /// Set by insert-transfers; compute until then.
   Stream stream = Stream::Compute;
 
+  /// Points input `i` at `v` (null: absent), moving the use.
+  void setInput(unsigned i, Value *v);
+  /// Replaces all inputs (their number may change).
+  void setInputs(llvm::ArrayRef<Value *> values);
+  /// Points every input that reads `from` at `to`; whether any did.
+  bool replaceUsesOfWith(Value *from, Value *to);
+
+  /// The op's declared effects (zinc/support/OpEffects.h).
+  const OpEffects &effects() const { return opEffects(domain, opType); }
+  /// Whether the node updates its input `i` in place, as declared.
+  bool writesInput(unsigned i) const {
+    return i < inputs.size() && inputs[i] && effects().writesInput(i);
+  }
+
   /// "node 'MatMul_3' (MatMul)", for diagnostics.
   std::string describe() const;
+
+private:
+  void addUse(unsigned i);
+  void dropUse(unsigned i);
 };
+
+/// The nodes of a graph in program order, as pointers.
+struct NodePointer {
+  Node *operator()(Node &n) const { return &n; }
+};
+using NodeList = llvm::iplist<Node>;
+using NodeRange =
+    llvm::iterator_range<llvm::mapped_iterator<NodeList::iterator, NodePointer>>;
 
 /// A graph in program order. Owns its values and nodes.
 class Graph {
@@ -113,6 +191,8 @@ public:
   Graph() = default;
   Graph(const Graph &) = delete;
   Graph &operator=(const Graph &) = delete;
+  /// A deep copy: same names, ids, attributes and order, new objects.
+  std::unique_ptr<Graph> clone() const;
 
   std::string name;
   /// The ONNX model the graph came from (absolute path); the runtime loads
@@ -129,13 +209,18 @@ public:
   Node *addNode(llvm::StringRef opType, llvm::StringRef name,
                 llvm::ArrayRef<Value *> inputs, llvm::ArrayRef<Value *> outputs,
                 AttributeList attrs = {}, llvm::StringRef domain = "");
-  /// Inserts a node before `pos` (at the end when pos is null).
+  /// Inserts a node before `pos` (at the end when pos is null). O(1).
   Node *insertNode(Node *pos, llvm::StringRef opType, llvm::StringRef name,
                    llvm::ArrayRef<Value *> inputs,
                    llvm::ArrayRef<Value *> outputs, AttributeList attrs = {},
                    llvm::StringRef domain = "");
-  /// Removes a node; its outputs stay as values without a definition.
+  /// Moves `n` to just before `pos` (to the end when pos is null). O(1).
+  void moveBefore(Node *n, Node *pos);
+  /// Removes a node; its outputs stay as values without a definition. O(1)
+  /// plus its operands.
   void eraseNode(Node *n);
+  /// Points every use of `from` at `to`.
+  void replaceAllUsesWith(Value *from, Value *to);
   /// Removes values that are no longer defined or used (and are not
   /// graph inputs or outputs). Keeps the order of the rest.
   void eraseDeadValues();
@@ -147,25 +232,43 @@ public:
   std::string uniqueNodeName(llvm::StringRef base) const;
 
   void addInput(Value *v) { inputList.push_back(v); }
-  void addOutput(Value *v) { outputList.push_back(v); }
+  void addOutput(Value *v) {
+    outputList.push_back(v);
+    outputSet.insert(v);
+  }
   llvm::ArrayRef<Value *> inputs() const { return inputList; }
   llvm::ArrayRef<Value *> outputs() const { return outputList; }
   void setOutputs(llvm::ArrayRef<Value *> outs) {
     outputList.assign(outs.begin(), outs.end());
+    outputSet.clear();
+    outputSet.insert(outs.begin(), outs.end());
   }
+  /// Whether `v` is a graph output. O(1).
+  bool isOutput(const Value *v) const { return outputSet.count(v); }
 
   /// Values in creation order (deterministic).
   llvm::ArrayRef<std::unique_ptr<Value>> values() const { return valueList; }
   /// Nodes in program order.
-  llvm::ArrayRef<std::unique_ptr<Node>> nodes() const { return nodeList; }
+  NodeRange nodes() const;
+  size_t numNodes() const { return nodeCount; }
+  /// The first and last node, or null.
+  Node *firstNode() const;
+  Node *lastNode() const;
+  /// The node after / before `n` in program order, or null.
+  Node *nextNode(const Node *n) const;
+  Node *prevNode(const Node *n) const;
   /// Initializers (parameters and constants) in creation order.
   std::vector<Value *> initializers() const;
 
 private:
   std::vector<std::unique_ptr<Value>> valueList;
-  std::vector<std::unique_ptr<Node>> nodeList;
+  /// Mutable so that a const Graph can hand out its nodes, as it always has:
+  /// constness of a graph is about its structure, not its nodes.
+  mutable NodeList nodeList;
+  size_t nodeCount = 0;
   std::vector<Value *> inputList;
   std::vector<Value *> outputList;
+  llvm::DenseSet<const Value *> outputSet;
   llvm::StringMap<Value *> valuesByName;
   /// How many nodes carry each name (ONNX allows duplicates and empties).
   llvm::StringMap<unsigned> nodeNameCounts;

@@ -7,16 +7,19 @@
 
 namespace zinc {
 
-/// --offload-optimizer / --offload-params. Auto is resolved by the tool
-/// (zinc-compile tries the candidates, cheapest predicted transfers first)
-/// before the place pass runs, so passes only ever see concrete tiers.
+/// --offload-optimizer / --offload-params. The place pass resolves Auto
+/// (trying the candidates, cheapest predicted transfers first) into the
+/// concrete tiers below, so later passes only ever see concrete tiers.
 enum class OffloadPolicy { Auto, None, Cpu, Nvme };
 
 struct MemoryOptions {
-  /// Home of the optimizer states and fp32 master weights; the optimizer
-  /// update runs on the host when this is not the GPU.
+  /// What the user asked for (zinc-compile's flags).
+  OffloadPolicy optimizerOffload = OffloadPolicy::None;
+  OffloadPolicy paramsOffload = OffloadPolicy::None;
+  /// Set by place. Home of the optimizer states and fp32 master weights;
+  /// the optimizer update runs on the host when this is not the GPU.
   ir::Tier optimizerTier = ir::Tier::Gpu;
-  /// Home of the weights the forward and backward passes read.
+  /// Set by place. Home of the weights the forward and backward passes read.
   ir::Tier paramsTier = ir::Tier::Gpu;
   /// Capacities in bytes; 0 = unbounded.
   uint64_t gpuCapacity = 0;

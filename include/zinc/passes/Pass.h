@@ -7,6 +7,7 @@
 #include "zinc/passes/TrainingOptions.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <functional>
 #include <memory>
 
 namespace zinc::passes {
@@ -18,8 +19,11 @@ struct PassContext {
   /// build-training: loss, trainable set, optimizer; mixed-precision:
   /// precision and loss scaling.
   TrainingOptions training;
-  /// place, insert-transfers, allocate: homes and capacities.
+  /// place, insert-transfers, spill, allocate: homes and capacities.
   MemoryOptions memory;
+  /// Receives one-line notes for the user (the placement chosen); may be
+  /// empty.
+  std::function<void(const llvm::Twine &)> note;
 };
 
 /// A transformation of the graph. Passes are created through Passes.def,
@@ -34,6 +38,10 @@ public:
   /// Transforms `g`; returns whether anything changed. Errors are for what
   /// a user can cause (an unsupported op, a budget that cannot fit).
   virtual llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) = 0;
+  /// Whether the default pipeline runs this pass for these options
+  /// (build-training only in train mode, mixed-precision only below fp32).
+  /// A pipeline written out by hand runs every pass it names.
+  virtual bool isEnabled(const PassContext &) const { return true; }
 };
 
 /// The factory of each pass listed in Passes.def.

@@ -43,6 +43,11 @@ public:
   /// unknown name is an error that lists the valid ones.
   llvm::Error parsePipeline(llvm::StringRef pipeline);
   void addPass(std::unique_ptr<Pass> pass);
+  /// Appends zinc-compile's pipeline: every pass of Passes.def, in its
+  /// order, that is enabled for this pass manager's context.
+  void addDefaultPipeline();
+  /// The pipeline as text, in the form parsePipeline reads.
+  std::string getPipeline() const;
   size_t size() const { return passes.size(); }
 
   /// Runs the verifier after every pass that reports a change.

@@ -1,28 +1,27 @@
-//===- PlacementSearch.h - place + insert-transfers + allocate, auto too --===//
+//===- PlacementSearch.h - The place pass's policy: which tiers to use ----===//
 #ifndef ZINC_PASSES_PLACEMENTSEARCH_H
 #define ZINC_PASSES_PLACEMENTSEARCH_H
 
-#include "zinc/passes/PassManager.h"
-#include <functional>
+#include "zinc/passes/Pass.h"
 
-namespace zinc {
+namespace zinc::passes {
 
-/// Runs "place,insert-transfers,allocate" on `g` for the policies given.
-/// An Auto policy tries the concrete tiers it allows, cheapest predicted
-/// transfers first (GPU, then CPU, then NVMe; optimizer before parameters),
-/// each on a copy of `g` (and each again with prefetches issued just before
-/// their use when the requested distance overflows), and keeps the first
-/// plan that fits every tier;
-/// `note` is told what was chosen. When nothing fits, the error is the last
-/// candidate's: the most offloaded one, which needs the least GPU memory, so
-/// its diagnostic names the smallest capacity that would fit.
-/// `configure` sets up each pass manager (verification, printing).
-llvm::Error placeAndAllocate(
-    std::unique_ptr<ir::Graph> &g, passes::PassContext &ctx, OffloadPolicy optimizer,
-    OffloadPolicy params,
-    const std::function<llvm::Error(passes::PassManager &)> &configure,
-    const std::function<void(const llvm::Twine &)> &note);
+/// Resolves the offload policies of ctx.memory into concrete tiers
+/// (optimizerTier, paramsTier) and a prefetch distance. A concrete policy is
+/// taken as given. An Auto policy tries the tiers it allows, cheapest
+/// predicted transfers first (GPU, then CPU, then NVMe; optimizer before
+/// parameters), each with the requested prefetch distance and then with
+/// prefetches issued just before their use, and keeps the first that fits
+/// every tier. Each try runs insert-transfers, spill and allocate on a deep
+/// copy of `g` (Graph::clone). When nothing fits, the most offloaded
+/// candidate is kept: the pipeline then fails in allocate, whose diagnostic
+/// names the smallest capacity that would fit. ctx.note hears the choice.
+llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx);
 
-} // namespace zinc
+/// Gives every persistent tensor its home in the tiers ctx.memory names, and
+/// the optimizer updates of offloaded states the host stream.
+llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem);
+
+} // namespace zinc::passes
 
 #endif

@@ -19,8 +19,12 @@ enum class PrecisionKind { FP32, BF16, FP16 };
 /// a fixed scale, or none.
 enum class LossScaleKind { None, Static, Dynamic };
 
+/// --mode: build the training step, or run the forward pass only.
+enum class CompileMode { Train, Infer };
+
 /// PyTorch's semantics and defaults (torch.optim.AdamW / Adam / SGD).
 struct TrainingOptions {
+  CompileMode mode = CompileMode::Train;
   /// Graph output holding the scalar loss; empty: the only scalar float one.
   std::string loss;
   /// Initializers whose names match this regex are not trained.

@@ -18,7 +18,7 @@ KernelFn lookupKernel(llvm::StringRef opType) {
 KernelFn lookupZincKernel(llvm::StringRef opType) {
   static const llvm::StringMap<KernelFn> table = [] {
     llvm::StringMap<KernelFn> t;
-#define ZINC_ZOP(Name, Fn) t[#Name] = &Fn;
+#define ZINC_ZOP(Name, Fn, Effects) t[#Name] = &Fn;
 #include "zinc/support/ZincOps.def"
     return t;
   }();

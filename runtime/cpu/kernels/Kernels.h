@@ -7,7 +7,7 @@
 namespace zinc::cpu {
 #define ZINC_OP(Name, Types, Fn) llvm::Error Fn(const KernelCall &call);
 #include "zinc/support/Ops.def"
-#define ZINC_ZOP(Name, Fn) llvm::Error Fn(const KernelCall &call);
+#define ZINC_ZOP(Name, Fn, Effects) llvm::Error Fn(const KernelCall &call);
 #include "zinc/support/ZincOps.def"
 } // namespace zinc::cpu
 

@@ -15,6 +15,11 @@
 using namespace zinc;
 using namespace zinc::frontend;
 
+
+/// The node at position i of the program (tests only: O(i)).
+static zinc::ir::Node *nodeAt(const zinc::ir::Graph &g, size_t i) {
+  return *std::next(g.nodes().begin(), i);
+}
 namespace {
 
 /// A fresh directory per test, removed afterwards, holding the model files.
@@ -128,11 +133,11 @@ TEST_F(OnnxImporterTest, RolesShapesAndNames) {
   EXPECT_EQ(graph.outputs()[0], y);
 
   // Unnamed nodes are named "<OpType>_<index>".
-  ASSERT_EQ(graph.nodes().size(), 3u);
-  EXPECT_EQ(graph.nodes()[0]->name, "MatMul_0");
-  EXPECT_EQ(graph.nodes()[2]->name, "Reshape_2");
-  EXPECT_EQ(graph.nodes()[2]->inputs[1], shape);
-  EXPECT_EQ(y->def, graph.nodes()[2].get());
+  ASSERT_EQ(graph.numNodes(), 3u);
+  EXPECT_EQ(nodeAt(graph, 0)->name, "MatMul_0");
+  EXPECT_EQ(nodeAt(graph, 2)->name, "Reshape_2");
+  EXPECT_EQ(nodeAt(graph, 2)->inputs[1], shape);
+  EXPECT_EQ(y->def, nodeAt(graph, 2));
   EXPECT_TRUE(warnings.empty());
 }
 
@@ -176,17 +181,17 @@ attrs (float[2, 3] x, float[4, 3] w, int64[2] labels) => (float[2, 4] y, float[2
 }
 )");
   ASSERT_TRUE(!!g) << llvm::toString(g.takeError());
-  const ir::Node &gemm = *(*g)->nodes()[0];
+  const ir::Node &gemm = *nodeAt(**g, 0);
   EXPECT_EQ(gemm.opType, "Gemm");
   EXPECT_DOUBLE_EQ(gemm.attrs.getFloat("alpha", 0), 0.5);
   EXPECT_EQ(gemm.attrs.getInt("transB", 0), 1);
   EXPECT_EQ((*g)->lookupValue("y")->shape,
             (llvm::SmallVector<int64_t, 4>{2, 4}));
 
-  const ir::Node &transpose = *(*g)->nodes()[1];
+  const ir::Node &transpose = *nodeAt(**g, 1);
   EXPECT_EQ(transpose.attrs.getInts("perm"), (llvm::ArrayRef<int64_t>{0, 1}));
 
-  const TensorData *c = (*g)->nodes()[2]->attrs.getTensor("value");
+  const TensorData *c = nodeAt(**g, 2)->attrs.getTensor("value");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->dtype, DType::I64);
   EXPECT_EQ(c->shape, (llvm::SmallVector<int64_t, 4>{3}));
@@ -195,7 +200,7 @@ attrs (float[2, 3] x, float[4, 3] w, int64[2] labels) => (float[2, 4] y, float[2
   std::memcpy(ints.data(), c->bytes.data(), 24);
   EXPECT_EQ(ints, (std::vector<int64_t>{1, -2, 300}));
 
-  const TensorData *f = (*g)->nodes()[3]->attrs.getTensor("value");
+  const TensorData *f = nodeAt(**g, 3)->attrs.getTensor("value");
   ASSERT_TRUE(f);
   float floats[2];
   ASSERT_EQ(f->bytes.size(), 8u);
@@ -203,7 +208,7 @@ attrs (float[2, 3] x, float[4, 3] w, int64[2] labels) => (float[2, 4] y, float[2
   EXPECT_EQ(floats[0], 1.5f);
   EXPECT_EQ(floats[1], -2.0f);
 
-  EXPECT_EQ((*g)->nodes()[4]->attrs.getString("reduction", ""), "mean");
+  EXPECT_EQ(nodeAt(**g, 4)->attrs.getString("reduction", ""), "mean");
   EXPECT_TRUE((*g)->lookupValue("loss")->shape.empty());
 }
 
@@ -219,7 +224,7 @@ g () => (float[2] c) { c = Constant<value = float[2] {0, 0}>() }
   t->set_raw_data(std::string(reinterpret_cast<char *>(values), 8));
   auto g = importOnnxModel(writeBinary(model), opts);
   ASSERT_TRUE(!!g) << llvm::toString(g.takeError());
-  const TensorData *c = (*g)->nodes()[0]->attrs.getTensor("value");
+  const TensorData *c = nodeAt(**g, 0)->attrs.getTensor("value");
   ASSERT_TRUE(c);
   ASSERT_EQ(c->bytes.size(), 8u);
   EXPECT_EQ(std::memcmp(c->bytes.data(), values, 8), 0);

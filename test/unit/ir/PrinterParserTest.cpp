@@ -49,7 +49,7 @@ void expectRoundTrip(llvm::StringRef text) {
 }
 
 const Attribute &attr(const Graph &g, llvm::StringRef name) {
-  const Attribute *a = g.nodes().front()->attrs.find(name);
+  const Attribute *a = g.firstNode()->attrs.find(name);
   EXPECT_TRUE(a) << name.str();
   static Attribute none;
   return a ? *a : none;
@@ -150,7 +150,7 @@ TEST(PrinterParser, DomainsAndQuotedOps) {
   expectRoundTrip(text);
   auto g = parseOk(text);
   ASSERT_TRUE(g);
-  auto nodes = g->nodes();
+  std::vector<Node *> nodes(g->nodes().begin(), g->nodes().end());
   EXPECT_EQ(nodes[0]->domain, "zinc");
   EXPECT_EQ(nodes[0]->opType, "Evict");
   EXPECT_EQ(nodes[1]->domain, "com.microsoft");
@@ -172,7 +172,7 @@ TEST(PrinterParser, ForwardReferencesParse) {
   output %b
 })");
   ASSERT_TRUE(g);
-  EXPECT_EQ(g->nodes()[0]->inputs[0], g->lookupValue("a"));
+  EXPECT_EQ(g->firstNode()->inputs[0], g->lookupValue("a"));
   EXPECT_EQ(g->outputs()[0], g->lookupValue("b"));
 }
 
@@ -335,7 +335,7 @@ TEST(PrinterParser, PrintsGraphsInStatesThatTextCannotBuild) {
   output %y
 })");
   ASSERT_TRUE(g);
-  g->eraseNode(g->nodes()[0].get());
+  g->eraseNode(g->firstNode());
   EXPECT_EQ(print(*g), R"(graph "g" opset 17 {
   input %x : f32[1]
   value %y : f32[1]

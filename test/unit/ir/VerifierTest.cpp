@@ -24,7 +24,7 @@ std::string verify(const Graph &g) {
   return "ok";
 }
 
-Node *node(Graph &g, size_t i) { return g.nodes()[i].get(); }
+Node *node(Graph &g, size_t i) { return *std::next(g.nodes().begin(), i); }
 
 const char *kValid = R"(graph "g" {
   input %x : f32[2,3]
@@ -285,9 +285,12 @@ TEST(Verifier, ForeignValue) {
   auto g = parse(kValid);
   auto other = parse(kValid);
   ASSERT_TRUE(g && other);
-  node(*g, 0)->inputs[0] = other->lookupValue("x");
+  Value *own = node(*g, 0)->inputs[0];
+  node(*g, 0)->setInput(0, other->lookupValue("x"));
   EXPECT_EQ(verify(*g), "verifier: node 'MatMul_0' (MatMul): input 0 is not "
                         "a value of this graph");
+  // Back, so neither graph outlives a use in the other.
+  node(*g, 0)->setInput(0, own);
 }
 
 } // namespace
