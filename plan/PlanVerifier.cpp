@@ -8,6 +8,7 @@
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/OpEffects.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
@@ -55,12 +56,10 @@ bool isOp(const Instruction &inst, llvm::StringRef op) {
   return inst.domain() == "zinc" && inst.op() == op;
 }
 
-/// Ops without outputs update their inputs in place, except the source of
-/// a CopyInto, which is only read.
+/// Whether an instruction updates its input `index` in place, as its op
+/// declares in ZincOps.def (zinc/support/OpEffects.h).
 bool inputIsWritten(const Instruction &inst, int index) {
-  if (inst.outputs_size() != 0)
-    return false;
-  return !(isOp(inst, "CopyInto") && index == 0);
+  return opEffects(inst.domain(), inst.op()).writesInput(index);
 }
 
 /// Facts several checks need. Built before any check runs, so it must not

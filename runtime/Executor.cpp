@@ -59,6 +59,7 @@ static llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
                          inst.outputs,
                          step,
                          seed};
+    call.effects = inst.effects;
     return inst.kernel(call);
   }
   uint64_t n = inst.copyBytes;

@@ -326,8 +326,11 @@ llvm::Error Program::prepare() {
     bool transferStream = p.stream == plan::STREAM_H2D ||
                           p.stream == plan::STREAM_D2H ||
                           p.stream == plan::STREAM_NVME;
-    bool isCopy = inst.domain() == "zinc" &&
-                  (inst.op() == "Copy" || inst.op() == "CopyInto");
+    p.effects = lookupOpEffects(inst.domain(), inst.op());
+    if (!p.effects)
+      return makeError("corrupt plan: " + where + ": zinc declares no op '" +
+                       inst.op() + "' in its domain");
+    bool isCopy = isTransferOp(inst.domain(), inst.op());
     auto noteExtent = [&](int id) {
       if (id < 0)
         return;

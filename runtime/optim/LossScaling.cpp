@@ -79,7 +79,10 @@ llvm::Error runCheckFiniteGrads(const KernelCall &call) {
     }
     found = bad != 0;
   }
-  *call.inputs[0]->as<float>() = found ? 1.0f : 0.0f;
+  TensorRef *flag = call.updated(0);
+  if (!flag)
+    return makeError("CheckFiniteGrads: found_inf is not declared written (ZincOps.def)");
+  *flag->as<float>() = found ? 1.0f : 0.0f;
   return llvm::Error::success();
 }
 
@@ -91,10 +94,15 @@ llvm::Error runUpdateLossScale(const KernelCall &call) {
       !isScalar(call.inputs[3], DType::I64))
     return makeError("UpdateLossScale expects scale f32[], growth_tracker i64[], "
                      "found_inf f32[], applied steps i64[]");
-  float &scale = *call.inputs[0]->as<float>();
-  int64_t &tracker = *call.inputs[1]->as<int64_t>();
+  TensorRef *scaleRef = call.updated(0), *trackerRef = call.updated(1),
+            *appliedRef = call.updated(3);
+  if (!scaleRef || !trackerRef || !appliedRef)
+    return makeError("UpdateLossScale: scale, growth tracker and applied steps are not "
+                     "declared written (ZincOps.def)");
+  float &scale = *scaleRef->as<float>();
+  int64_t &tracker = *trackerRef->as<int64_t>();
   bool foundInf = *call.inputs[2]->as<float>() != 0;
-  int64_t &applied = *call.inputs[3]->as<int64_t>();
+  int64_t &applied = *appliedRef->as<int64_t>();
   const double growth = call.attrs.getFloat("growth_factor", 2.0);
   const double backoff = call.attrs.getFloat("backoff_factor", 0.5);
   const int64_t interval = call.attrs.getInt("growth_interval", 2000);

@@ -68,7 +68,10 @@ static llvm::Expected<Extras> checkOperands(const KernelCall &call, size_t state
         copy->numElements() != n)
       return makeError(call.opType + ": operand " + llvm::Twine(first) +
                        " (the compute copy) must be f16 or bf16 of the parameter's size");
-    e.copy = const_cast<TensorRef *>(copy);
+    e.copy = call.updated(first);
+    if (!e.copy)
+      return makeError(call.opType + ": operand " + llvm::Twine(first) +
+                       " (the compute copy) is not declared written (ZincOps.def)");
   }
   const TensorRef *foundInf = call.input(first + 1), *scale = call.input(first + 2),
                   *applied = call.input(first + 3);
@@ -137,11 +140,15 @@ static llvm::Error adam(const KernelCall &call, bool decoupled) {
   optim::AdamConstants constants = optim::makeAdamConstants(
       decoupled, lr, beta1, beta2, eps, wd, extras->step(call), extras->scale);
   optim::AdamBuffers buffers;
-  buffers.param = call.inputs[0]->as<float>();
+  TensorRef *param = call.updated(0), *expAvg = call.updated(2), *expAvgSq = call.updated(3);
+  if (!param || !expAvg || !expAvgSq)
+    return makeError(call.opType + ": the parameter and moments are not declared written "
+                                   "(ZincOps.def)");
+  buffers.param = param->as<float>();
   buffers.grad = call.inputs[1]->data;
   buffers.gradFormat = floatFormat(call.inputs[1]->dtype);
-  buffers.expAvg = call.inputs[2]->as<float>();
-  buffers.expAvgSq = call.inputs[3]->as<float>();
+  buffers.expAvg = expAvg->as<float>();
+  buffers.expAvgSq = expAvgSq->as<float>();
   if (extras->copy) {
     buffers.copy = extras->copy->as<uint16_t>();
     buffers.copyFormat = floatFormat(extras->copy->dtype);
@@ -160,8 +167,13 @@ llvm::Error runSGD(const KernelCall &call) {
     return extras.takeError();
   if (extras->skip())
     return llvm::Error::success();
-  float *param = call.inputs[0]->as<float>();
-  const TensorRef *bufRef = call.input(2);
+  TensorRef *paramRef = call.updated(0);
+  if (!paramRef)
+    return makeError(call.opType + ": the parameter is not declared written (ZincOps.def)");
+  float *param = paramRef->as<float>();
+  TensorRef *bufRef = call.input(2) ? call.updated(2) : nullptr;
+  if (call.input(2) && !bufRef)
+    return makeError(call.opType + ": the momentum buffer is not declared written (ZincOps.def)");
   float *buf = bufRef ? bufRef->as<float>() : nullptr;
   TensorRef *copy = extras->copy;
   int64_t n = call.inputs[0]->numElements();

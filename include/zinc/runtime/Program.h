@@ -56,6 +56,8 @@ struct PreparedInstruction {
   InstructionKind kind = InstructionKind::Kernel;
   plan::Stream stream = plan::STREAM_COMPUTE;
   cpu::KernelFn kernel = nullptr;
+  /// The op's declared effects (which inputs it updates in place).
+  const OpEffects *effects = nullptr;
   AttributeList attrs;
   std::vector<const cpu::TensorRef *> inputs;
   std::vector<cpu::TensorRef *> outputs;

@@ -426,4 +426,31 @@ TEST(CpuAdamKernels, PlainF32UpdateUsesTheExecutorsStep) {
   EXPECT_EQ(std::memcmp(v.ref.data, ref.expAvgSq.data(), n * 4), 0);
 }
 
+// The kernel updates only what its op declares written: handed effects that
+// declare nothing (a plan whose ordering treats every operand as read), it
+// refuses instead of writing behind the plan's back.
+TEST(CpuAdamKernels, WritesOnlyWhatTheOpDeclares) {
+  const int64_t n = 16;
+  State ref(n, 9);
+  std::vector<uint32_t> grad = makeGrad(n, FloatFormat::F32, 1.0f, 3);
+  Tensor param(DType::F32, ref.param.data(), n), g(DType::F32, grad.data(), n),
+      m(DType::F32, ref.expAvg.data(), n), v(DType::F32, ref.expAvgSq.data(), n);
+  std::vector<float> before(static_cast<float *>(param.ref.data),
+                            static_cast<float *>(param.ref.data) + n);
+  AttributeList attrs = adamAttrs(0.1);
+  std::vector<const cpu::TensorRef *> ins = {&param.ref, &g.ref, &m.ref, &v.ref};
+  cpu::KernelCall call{"AdamW", "update", 17, attrs, ins, {}};
+  const OpEffects readsOnly{};
+  call.effects = &readsOnly;
+  llvm::Error err = cpu::runAdamW(call);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("not declared written"), std::string::npos);
+  EXPECT_EQ(std::memcmp(param.ref.data, before.data(), n * 4), 0);
+  // The declared effects hand out the parameter and moments, not the gradient.
+  call.effects = lookupOpEffects(kZincDomain, "AdamW");
+  EXPECT_EQ(call.updated(0), &param.ref);
+  EXPECT_EQ(call.updated(1), nullptr);
+  EXPECT_EQ(call.updated(3), &v.ref);
+}
+
 } // namespace

@@ -4,6 +4,7 @@
 
 #include "zinc/support/Attribute.h"
 #include "zinc/support/DType.h"
+#include "zinc/support/OpEffects.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -49,6 +50,20 @@ struct KernelCall {
 
   TensorRef *output(size_t i) const {
     return i < outputs.size() ? outputs[i] : nullptr;
+  }
+
+  /// What the op declares it writes (ZincOps.def), set by the executor;
+  /// null: looked up as a zinc op (only zinc ops update in place).
+  const OpEffects *effects = nullptr;
+  /// Input `i` for writing in place: only an input the op declares written
+  /// is handed out writable; null otherwise (or where it is absent), so a
+  /// kernel cannot update what the plan's ordering treats as read-only.
+  TensorRef *updated(size_t i) const {
+    const OpEffects *e = effects ? effects : lookupOpEffects(kZincDomain, opType);
+    if (!e || !e->writesInput(i) || i >= inputs.size())
+      return nullptr;
+    // The executor's tensors are mutable; `inputs` is const for readers.
+    return const_cast<TensorRef *>(inputs[i]);
   }
 };
 
