@@ -62,6 +62,14 @@ bool inputIsWritten(const Instruction &inst, int index) {
   return opEffects(inst.domain(), inst.op()).writesInput(index);
 }
 
+/// Whether the instruction needs input `index`'s bytes to hold its value:
+/// inputs it reads do, and so do those it updates in place (an optimizer
+/// step reads the weight it updates), except a CopyInto's destination,
+/// which it overwrites whole.
+bool inputValueIsUsed(const Instruction &inst, int index) {
+  return !(inputIsWritten(inst, index) && isOp(inst, "CopyInto") && index == 1);
+}
+
 /// Facts several checks need. Built before any check runs, so it must not
 /// trust the plan: it only indexes what it has bounds-checked.
 struct PlanFacts {
@@ -495,7 +503,7 @@ llvm::Error checkEventOrder(const Plan &p, const PlanFacts &f) {
 }
 
 //===----------------------------------------------------------------------===//
-// 6. Happens-before of conflicting accesses
+// 6. Happens-before of conflicting accesses; reads of written bytes
 //===----------------------------------------------------------------------===//
 
 using Clock = std::array<uint32_t, kNumStreams>;
@@ -531,9 +539,11 @@ public:
   TierShadow(const PlanFacts &f, int tier) : f(f), tier(tier) {}
 
   /// Checks that every earlier conflicting access on [lo, hi) happens
-  /// before `a`, whose stream's clock is `clock`, then records `a`.
+  /// before `a`, whose stream's clock is `clock`, and, when `a` uses the
+  /// bytes' value, that they were last written for its own tensor (or that
+  /// it is persistent, loaded before the step); then records `a`.
   llvm::Error access(uint64_t lo, uint64_t hi, const Access &a,
-                     const Clock &clock, bool write) {
+                     const Clock &clock, bool write, bool usesValue) {
     if (lo >= hi)
       return llvm::Error::success();
     split(lo);
@@ -556,6 +566,9 @@ public:
         for (const Access &r : seg.reads)
           if (r.valid() && !ordered(r, a, clock))
             return race(a, write, lo, hi, r, /*earlierWrote=*/false);
+      if (usesValue && !f.persistent[a.tensor] &&
+          (!seg.write.valid() || seg.write.tensor != a.tensor))
+        return unwritten(a, write, it, hi);
       if (write) {
         seg.write = a;
         seg.reads = {};
@@ -619,6 +632,31 @@ private:
         ")");
   }
 
+  /// `a` uses the value of bytes from `seg` on that hold no value of its
+  /// tensor: never written, or last written for another tensor sharing them.
+  llvm::Error unwritten(const Access &a, bool write,
+                        std::map<uint64_t, Segment>::const_iterator seg,
+                        uint64_t hi) {
+    std::string what = f.describe(a.inst) + " on the " + streamName(a.stream) +
+                       " stream" + (write ? " updates " : " reads ") +
+                       f.tensor(a.tensor);
+    const char *hint = " (a missing producer or prefetch?)";
+    const Access &last = seg->second.write;
+    if (!last.valid())
+      return fail(what + " which nothing writes before it" + hint);
+    // Name all the bytes that one write left, not one segment of them.
+    uint64_t from = seg->first, to = seg->second.end;
+    for (auto next = std::next(seg);
+         next != segments.end() && next->first == to && to < hi &&
+         next->second.write == last;
+         ++next)
+      to = next->second.end;
+    return fail(what + " whose bytes " + range(from, std::min(to, hi)) +
+                " of the " + tierName(tier) + " tier were last written for " +
+                f.tensor(last.tensor) + " by " + f.node(last.inst) +
+                "; nothing writes " + f.tensor(a.tensor) + " before it" + hint);
+  }
+
   const PlanFacts &f;
   int tier;
   std::map<uint64_t, Segment> segments;
@@ -630,12 +668,17 @@ llvm::Error checkHappensBefore(const Plan &p, const PlanFacts &f) {
     shadows.emplace_back(f, tier);
   std::array<Clock, kNumStreams> streamClock{};
   std::vector<Clock> eventClock(p.num_events());
-  auto touch = [&](int id, const Access &a, const Clock &clock, bool write) {
+  // Written by an instruction of the step (outputs, in-place updates).
+  std::vector<bool> written(p.tensors_size(), false);
+  auto touch = [&](int id, const Access &a, const Clock &clock, bool write,
+                   bool usesValue) {
     const Tensor &t = p.tensors(id);
     Access at = a;
     at.tensor = id;
+    if (write)
+      written[id] = true;
     return shadows[t.tier()].access(t.offset(), t.offset() + t.size_bytes(), at,
-                                    clock, write);
+                                    clock, write, usesValue);
   };
   for (int i = 0; i < p.instructions_size(); ++i) {
     const Instruction &inst = p.instructions(i);
@@ -651,20 +694,201 @@ llvm::Error checkHappensBefore(const Plan &p, const PlanFacts &f) {
     a.seq = clock[s];
     for (int k = 0; k < inst.inputs_size(); ++k)
       if (inst.inputs(k) >= 0 && !inputIsWritten(inst, k))
-        if (llvm::Error err = touch(inst.inputs(k), a, clock, /*write=*/false))
+        if (llvm::Error err = touch(inst.inputs(k), a, clock, /*write=*/false,
+                                    /*usesValue=*/true))
           return err;
     for (int k = 0; k < inst.inputs_size(); ++k)
       if (inst.inputs(k) >= 0 && inputIsWritten(inst, k))
-        if (llvm::Error err = touch(inst.inputs(k), a, clock, /*write=*/true))
+        if (llvm::Error err = touch(inst.inputs(k), a, clock, /*write=*/true,
+                                    inputValueIsUsed(inst, k)))
           return err;
     for (int id : inst.outputs())
       if (id >= 0)
-        if (llvm::Error err = touch(id, a, clock, /*write=*/true))
+        if (llvm::Error err = touch(id, a, clock, /*write=*/true,
+                                    /*usesValue=*/false))
           return err;
     for (uint32_t e : inst.signal_events())
       eventClock[e] = clock;
   }
+  // The runtime reads the graph outputs and the loss after the step: the
+  // step must compute them (the no-overlap check keeps them intact since).
+  for (int id = 0; id < p.tensors_size(); ++id)
+    if (f.readAfterStep[id] && !f.persistent[id] && !written[id] &&
+        p.tensors(id).size_bytes() != 0)
+      return fail(std::string(id == p.loss() ? "the loss " : "graph output ") +
+                  f.tensor(id) +
+                  " is read after the step, but nothing writes it");
   return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// 7. Updates of persistent tensors reach their homes
+//===----------------------------------------------------------------------===//
+
+/// The value a tensor holds: a version of a persistent tensor's value (the
+/// one its home had at the start of the step is version 0), or one computed
+/// in this step from other values (home -1).
+struct Holds {
+  int home = -1;
+  uint32_t version = 0;
+};
+
+/// Follows values through copies in plan order (a valid sequential order,
+/// and the happens-before check has shown conflicting accesses keep it):
+/// zinc.Copy(src) -> dst and zinc.CopyInto(src, dst) make dst hold what src
+/// holds, an in-place update of a tensor holding a version of H makes a new
+/// version of H. A persistent tensor's own bytes must hold the latest
+/// version of its value whenever it is read and when the step ends, when
+/// the next step reads it.
+class ValueFlow {
+public:
+  explicit ValueFlow(const PlanFacts &f) : f(f), p(f.plan) {
+    int n = p.tensors_size();
+    holds.resize(n);
+    latest.assign(n, 0);
+    updater.assign(n, -1);
+    updated.assign(n, -1);
+    storer.assign(n, -1);
+    for (int id = 0; id < n; ++id)
+      if (f.persistent[id])
+        holds[id] = {id, 0};
+  }
+
+  llvm::Error run() {
+    for (int i = 0; i < p.instructions_size(); ++i)
+      if (llvm::Error err = visit(i))
+        return err;
+    return checkEnd();
+  }
+
+private:
+  llvm::Error visit(int i) {
+    const Instruction &inst = p.instructions(i);
+    bool copy = isOp(inst, "Copy");
+    if (copy || isOp(inst, "CopyInto")) {
+      int src = inst.inputs(0);
+      int dst = copy ? inst.outputs(0) : inst.inputs(1);
+      if (llvm::Error err = checkCurrent(i, src))
+        return err;
+      store(i, dst, holds[src]);
+      return llvm::Error::success();
+    }
+    for (int k = 0; k < inst.inputs_size(); ++k)
+      if (inst.inputs(k) >= 0 && !inputIsWritten(inst, k))
+        if (llvm::Error err = checkCurrent(i, inst.inputs(k)))
+          return err;
+    for (int k = 0; k < inst.inputs_size(); ++k)
+      if (inst.inputs(k) >= 0 && inputIsWritten(inst, k))
+        if (llvm::Error err = update(i, inst.inputs(k)))
+          return err;
+    for (int id : inst.outputs())
+      if (id >= 0)
+        store(i, id, Holds{});
+    return llvm::Error::success();
+  }
+
+  /// Instruction `i` makes `dst` hold `value`.
+  void store(int i, int dst, Holds value) {
+    if (!f.persistent[dst]) {
+      holds[dst] = value;
+      return;
+    }
+    storer[dst] = i;
+    if (value.home == dst) { // A write-back.
+      holds[dst] = value;
+      return;
+    }
+    // Bytes computed from other values (BatchNorm's running statistics, a
+    // refreshed copy of another tensor): the new value of dst.
+    holds[dst] = {dst, ++latest[dst]};
+    updater[dst] = i;
+    updated[dst] = dst;
+  }
+
+  /// Instruction `i` updates tensor `id` in place.
+  llvm::Error update(int i, int id) {
+    Holds &h = holds[id];
+    if (h.home < 0)
+      return llvm::Error::success(); // A value of this step.
+    if (h.version != latest[h.home])
+      return stale(i, id, "updates ");
+    h.version = ++latest[h.home];
+    updater[h.home] = i;
+    updated[h.home] = id;
+    if (id == h.home)
+      storer[id] = i;
+    return llvm::Error::success();
+  }
+
+  /// Instruction `i` reads tensor `id`: if persistent, its latest value.
+  llvm::Error checkCurrent(int i, int id) {
+    if (f.persistent[id] && holds[id].version != latest[id])
+      return stale(i, id, "reads ");
+    return llvm::Error::success();
+  }
+
+  /// How the latest version of `home` came about, and why its bytes do not
+  /// hold it.
+  std::string latestUpdate(int home) const {
+    int by = updater[home], what = updated[home];
+    if (what != home)
+      return f.describe(by) + " updated its copy " + f.tensor(what) +
+             " and no write-back reaches " + f.tensor(home) +
+             " in between (a missing write-back?)";
+    return f.describe(by) + " updated it, then " + f.describe(storer[home]) +
+           " wrote an older copy back over it";
+  }
+
+  /// Instruction `i` uses `id`, which does not hold the latest version.
+  llvm::Error stale(int i, int id, llvm::StringRef verb) {
+    const Instruction &inst = p.instructions(i);
+    std::string who =
+        f.describe(i) + " on the " + streamName(inst.stream()) + " stream ";
+    int home = holds[id].home;
+    if (id == home)
+      return fail(who + verb + f.tensor(id) +
+                  ", which is stale: " + latestUpdate(home));
+    int by = updater[home], what = updated[home];
+    return fail(who + "updates " + f.tensor(id) + ", a copy of " +
+                f.tensor(home) + " taken before " + f.describe(by) +
+                " updated " +
+                (what == home ? std::string("it") : f.tensor(what)) +
+                "; one of the two updates is lost");
+  }
+
+  /// When the step ends, every persistent tensor holds its latest value;
+  /// the earliest update that is lost is reported.
+  llvm::Error checkEnd() {
+    int lost = -1;
+    for (int id = 0; id < p.tensors_size(); ++id)
+      if (f.persistent[id] && holds[id].version != latest[id] &&
+          (lost < 0 || updater[id] < updater[lost]))
+        lost = id;
+    if (lost < 0)
+      return llvm::Error::success();
+    int what = updated[lost];
+    if (what == lost)
+      return fail(f.tensor(lost) + " ends the step holding an older value: " +
+                  latestUpdate(lost));
+    return fail(f.describe(updater[lost]) + " updates " + f.tensor(what) +
+                ", a copy of " + f.tensor(lost) + " in the " +
+                tierName(p.tensors(lost).tier()) +
+                " tier, but no write-back reaches " + f.tensor(lost) +
+                " before the step ends");
+  }
+
+  const PlanFacts &f;
+  const Plan &p;
+  std::vector<Holds> holds;
+  /// Per persistent tensor: its value's latest version, the instruction
+  /// that made it and the tensor that instruction wrote, and the last
+  /// instruction that stored into the tensor's own bytes.
+  std::vector<uint32_t> latest;
+  std::vector<int> updater, updated, storer;
+};
+
+llvm::Error checkWriteBacks(const Plan &, const PlanFacts &f) {
+  return ValueFlow(f).run();
 }
 
 using Check = llvm::Error (*)(const Plan &, const PlanFacts &);
@@ -673,9 +897,9 @@ using Check = llvm::Error (*)(const Plan &, const PlanFacts &);
 /// in range, a TierInfo per tier used, one signaller per event, events
 /// signalled before they are waited on).
 const Check checks[] = {
-    checkTierInfos, checkTensors,    checkOperandIds,
-    checkEventIds,  checkResidency,  checkPlacement,
-    checkNoOverlap, checkEventOrder, checkHappensBefore,
+    checkTierInfos,     checkTensors,    checkOperandIds, checkEventIds,
+    checkResidency,     checkPlacement,  checkNoOverlap,  checkEventOrder,
+    checkHappensBefore, checkWriteBacks,
 };
 
 } // namespace

@@ -1,5 +1,6 @@
 //===- Program.cpp - Plan to memory: arenas, tensor views, kernels --------===//
 #include "zinc/runtime/Program.h"
+#include "zinc/plan/PlanVerifier.h"
 #include "zinc/runtime/WeightLoader.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/StringExtras.h"
@@ -143,7 +144,7 @@ Program::load(llvm::StringRef planPath, const LoadOptions &opts) {
   // About the command line, not the plan: no file prefix.
   if (auto err = checkNvmeDir(*plan, opts))
     return err;
-  auto prog = fromPlan(std::move(*plan), opts);
+  auto prog = create(std::move(*plan), opts, /*verify=*/true);
   if (!prog)
     return addContext(prog.takeError(), planPath);
   return prog;
@@ -151,12 +152,22 @@ Program::load(llvm::StringRef planPath, const LoadOptions &opts) {
 
 llvm::Expected<std::unique_ptr<Program>>
 Program::fromPlan(plan::Plan source, const LoadOptions &opts) {
+  return create(std::move(source), opts, /*verify=*/false);
+}
+
+llvm::Expected<std::unique_ptr<Program>>
+Program::create(plan::Plan source, const LoadOptions &opts, bool verify) {
   std::unique_ptr<Program> prog(new Program());
   prog->plan = std::move(source);
   if (auto err = prog->layOut(opts))
     return err;
   if (auto err = prog->prepare())
     return err;
+  // After the load-time checks above, whose diagnostics speak of the
+  // runtime's concerns, and before any weight is read.
+  if (verify)
+    if (auto err = plan::verifyPlan(prog->plan))
+      return err;
   if (auto err = prog->loadWeights())
     return err;
   return prog;

@@ -13,10 +13,12 @@ static cl::opt<std::string> planPath(cl::Positional, cl::Required, cl::desc("PLA
                                      cl::cat(dumpCategory));
 static cl::opt<std::string> outputFormat("format", cl::desc("text (default) or json"),
                                    cl::init("text"), cl::cat(dumpCategory));
-static cl::opt<bool> verify("verify",
-                            cl::desc("check the plan's memory and synchronisation "
-                                     "(residency, overlap, events) instead of showing it"),
-                            cl::cat(dumpCategory));
+static cl::opt<bool>
+    verify("verify",
+           cl::desc("check the plan's memory and synchronisation "
+                    "(residency, overlap, events, reads of unwritten bytes, "
+                    "write-backs) instead of showing it"),
+           cl::cat(dumpCategory));
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
@@ -36,7 +38,7 @@ int main(int argc, char **argv) {
   }
   if (verify) {
     if (llvm::Error err = zinc::plan::verifyPlan(*plan)) {
-      zinc::printError("zinc-dump", std::move(err));
+      zinc::printError("zinc-dump", zinc::addContext(std::move(err), planPath));
       return 1;
     }
     outs() << "plan verified\n";

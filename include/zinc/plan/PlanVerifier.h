@@ -30,7 +30,18 @@ namespace zinc::plan {
 ///  5. event order: every event waited on is signalled by an earlier
 ///     instruction on another stream;
 ///  6. happens-before: conflicting accesses (same tier, overlapping bytes,
-///     one a write) by different streams are ordered by events.
+///     one a write) by different streams are ordered by events; and every
+///     read (an in-place update reads too, a CopyInto's destination does
+///     not) finds the bytes last written for the tensor it reads, so a
+///     producer, a transfer or the weight loader wrote them before it:
+///     persistent tensors hold their value from the start of the step,
+///     other tensors only once written. Graph outputs and the loss that are
+///     not persistent are written during the step;
+///  7. write-backs: following values through zinc.Copy and zinc.CopyInto,
+///     an in-place update of a copy of a persistent tensor (the host
+///     optimizer's staged weight) reaches the persistent tensor's bytes
+///     before anything reads them and before the step ends (the next step
+///     reads them), and no update works on a copy taken before another.
 /// Errors read "plan verifier: <what>", naming instructions and tensors.
 llvm::Error verifyPlan(const Plan &plan);
 

@@ -107,11 +107,14 @@ struct TensorPlace {
 /// load(); nothing after.
 class Program {
 public:
-  /// Reads and checks the plan, lays out the tiers, prepares instructions
-  /// and loads every initializer into its home tier.
+  /// Reads and checks the plan (the load-time checks, then the plan
+  /// verifier: a plan from a file is refused unless it verifies), lays out
+  /// the tiers, prepares instructions and loads every initializer into its
+  /// home tier.
   static llvm::Expected<std::unique_ptr<Program>>
   load(llvm::StringRef planPath, const LoadOptions &opts = {});
-  /// The same from a plan already in memory (tests, embedders).
+  /// The same from a plan already in memory (tests, embedders), with the
+  /// load-time checks only: the caller vouches for the rest.
   static llvm::Expected<std::unique_ptr<Program>>
   fromPlan(plan::Plan plan, const LoadOptions &opts = {});
 
@@ -132,6 +135,8 @@ public:
   llvm::Error readNvmeTensor(int id, void *dst) const;
 
 private:
+  static llvm::Expected<std::unique_ptr<Program>>
+  create(plan::Plan plan, const LoadOptions &opts, bool verify);
   llvm::Error layOut(const LoadOptions &opts);
   llvm::Error prepare();
   llvm::Error loadWeights();

@@ -5,90 +5,14 @@
 // shows the verifier stays fast.
 //
 //===----------------------------------------------------------------------===//
-#include "zinc/plan/PlanVerifier.h"
-#include "gtest/gtest.h"
+#include "PlanBuilder.h"
 #include <chrono>
 
 using namespace zinc::plan;
+using zinc::plan::test::PlanBuilder;
+using zinc::plan::test::verifyError;
 
 namespace {
-
-/// Builds plans of f32 vectors. The GPU tier has a TierInfo from the start;
-/// tier() adds or changes others.
-struct PlanBuilder {
-  Plan p;
-
-  PlanBuilder() {
-    p.set_mode("train");
-    p.set_loss(-1);
-    tier(TIER_GPU, 0, 1 << 20);
-  }
-
-  TierInfo &tier(Tier t, uint64_t capacity, uint64_t peak,
-                 uint64_t alignment = 0) {
-    TierInfo *info = nullptr;
-    for (TierInfo &existing : *p.mutable_tiers())
-      if (existing.tier() == t)
-        info = &existing;
-    if (!info)
-      info = p.add_tiers();
-    info->set_tier(t);
-    info->set_capacity(capacity);
-    info->set_peak(peak);
-    info->set_alignment(alignment);
-    return *info;
-  }
-
-  /// An f32[elements] tensor; returns its id.
-  int tensor(const std::string &name, Tier tier, uint64_t offset,
-             int64_t elements, Role role = ROLE_ACTIVATION) {
-    Tensor *t = p.add_tensors();
-    t->set_id(p.tensors_size() - 1);
-    t->set_name(name);
-    t->set_dtype(1);
-    t->add_shape(elements);
-    t->set_role(role);
-    t->set_tier(tier);
-    t->set_offset(offset);
-    t->set_size_bytes(4 * elements);
-    if (role == ROLE_INPUT)
-      p.add_inputs(t->id());
-    return t->id();
-  }
-
-  Instruction &inst(const std::string &name, const std::string &op,
-                    Stream stream, std::vector<int> inputs,
-                    std::vector<int> outputs, std::vector<uint32_t> waits = {},
-                    std::vector<uint32_t> signals = {}) {
-    Instruction *i = p.add_instructions();
-    i->set_name(name);
-    llvm::StringRef o(op);
-    if (o.consume_front("zinc.")) {
-      i->set_domain("zinc");
-      i->set_op(o.str());
-    } else {
-      i->set_op(op);
-    }
-    i->set_stream(stream);
-    for (int id : inputs)
-      i->add_inputs(id);
-    for (int id : outputs)
-      i->add_outputs(id);
-    for (uint32_t e : waits) {
-      i->add_wait_events(e);
-    }
-    for (uint32_t e : signals) {
-      i->add_signal_events(e);
-      p.set_num_events(std::max(p.num_events(), e + 1));
-    }
-    return *i;
-  }
-};
-
-std::string verifyError(const Plan &plan) {
-  llvm::Error err = verifyPlan(plan);
-  return err ? llvm::toString(std::move(err)) : "";
-}
 
 /// An offloaded layer: the weight lives on the CPU, is prefetched into a GPU
 /// buffer, used by compute, the result is offloaded and updated on the host.
@@ -460,8 +384,10 @@ PlanBuilder reuseAcrossStreams(bool withEvent) {
   int bc = b.tensor("b.cpu", TIER_CPU, 0, 32, ROLE_PARAMETER);
   int bg = b.tensor("b", TIER_GPU, 128, 32);
   int d = b.tensor("d", TIER_GPU, 256, 32, ROLE_STATE);
+  int ac = b.tensor("a.cpu", TIER_CPU, 128, 32, ROLE_PARAMETER);
   std::vector<uint32_t> none;
-  b.inst("A", "Relu", STREAM_COMPUTE, {a}, {c}, none, {0});
+  b.inst("P", "zinc.Copy", STREAM_H2D, {ac}, {a}, none, {2});
+  b.inst("A", "Relu", STREAM_COMPUTE, {a}, {c}, {2}, {0});
   b.inst("B", "zinc.Copy", STREAM_H2D, {bc}, {bg},
          withEvent ? std::vector<uint32_t>{0} : none, {1});
   b.inst("C", "Relu", STREAM_COMPUTE, {bg}, {d}, {1});
@@ -535,13 +461,15 @@ TEST(PlanVerifierTest, PartialOverlapsNameTheSharedBytes) {
   int out = b.tensor("out", TIER_GPU, 256, 1, ROLE_STATE);
   int src = b.tensor("src", TIER_CPU, 0, 16, ROLE_PARAMETER);
   int small = b.tensor("small", TIER_GPU, 192, 16); // [192, 256)
-  b.inst("Reduce", "ReduceSum", STREAM_COMPUTE, {big}, {out}, {}, {0});
+  int bigc = b.tensor("big.cpu", TIER_CPU, 256, 64, ROLE_PARAMETER);
+  b.inst("fetch_big", "zinc.Copy", STREAM_H2D, {bigc}, {big}, {}, {1});
+  b.inst("Reduce", "ReduceSum", STREAM_COMPUTE, {big}, {out}, {1}, {0});
   b.inst("fetch", "zinc.Copy", STREAM_H2D, {src}, {small});
   EXPECT_EQ(verifyError(b.p),
             "plan verifier: node 'fetch' on h2d writes bytes [192, 256) "
             "of the gpu tier that node 'Reduce' on compute read, with no "
             "event ordering them (tensor 'small' and tensor 'big')");
-  b.p.mutable_instructions(1)->add_wait_events(0);
+  b.p.mutable_instructions(2)->add_wait_events(0);
   EXPECT_EQ(verifyError(b.p), "");
 }
 

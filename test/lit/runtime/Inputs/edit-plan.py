@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""Moves tensors of a text plan (zinc-compile --emit=text) to another tier and
-re-seals the plan's checksum, so lit tests can hand zinc-run plans the
-compiler would not emit.
+"""Moves tensors of a text plan (zinc-compile --emit=text) to another tier,
+or deletes instructions, and re-seals the plan's checksum, so lit tests can
+hand zinc-run plans the compiler would not emit.
 
 usage: edit-plan.py IN OUT [--move NAME=TIER:OFFSET]... [--tier TIER:PEAK:ALIGNMENT]...
+                           [--delete NAME]...
+
+--delete drops the instruction named NAME as if the compiler had never
+emitted it: the waits on the events it signalled go too, and the remaining
+events are renumbered 0, 1, 2, ... (each still signalled exactly once).
 """
 import argparse
 import re
@@ -52,12 +57,31 @@ def xxh64(data, seed=0):
     return h ^ (h >> 32)
 
 
+def delete_instruction(body, name):
+    block = re.compile(r'instructions \{\n  name: "%s"\n(?:  .*\n)*?\}\n' % re.escape(name))
+    match = block.search(body)
+    assert match, "no instruction " + name
+    gone = set(int(e) for e in re.findall(r"^  signal_events: (\d+)$", match.group(0), re.M))
+    body = body[:match.start()] + body[match.end():]
+    body = re.sub(r"^  wait_events: (\d+)\n",
+                  lambda m: "" if int(m.group(1)) in gone else m.group(0), body, flags=re.M)
+    kept = sorted(set(int(e) for e in re.findall(r"^  signal_events: (\d+)$", body, re.M)))
+    renumber = {old: new for new, old in enumerate(kept)}
+    body = re.sub(r"^  (wait|signal)_events: (\d+)$",
+                  lambda m: "  %s_events: %d" % (m.group(1), renumber[int(m.group(2))]),
+                  body, flags=re.M)
+    body, count = re.subn(r"^num_events: \d+$", "num_events: %d" % len(kept), body, flags=re.M)
+    assert count == 1 or not kept, "no num_events"
+    return body
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("input")
     ap.add_argument("output")
     ap.add_argument("--move", action="append", default=[])
     ap.add_argument("--tier", action="append", default=[])
+    ap.add_argument("--delete", action="append", default=[])
     args = ap.parse_args()
     text = open(args.input).read()
     version, checksum, body = text.split("\n", 2)
@@ -73,6 +97,8 @@ def main():
                        if not l.startswith(("  offset:", "  tier:")))
         body = (body[:match.start()] + match.group(1) + rest +
                 "  tier: %s\n  offset: %s\n}" % (tier, offset) + body[match.end():])
+    for name in args.delete:
+        body = delete_instruction(body, name)
     for tier in args.tier:
         name, peak, alignment = tier.split(":")
         body = body.rstrip("\n") + "\ntiers {\n  tier: %s\n  peak: %s\n  alignment: %s\n}\n" % (
