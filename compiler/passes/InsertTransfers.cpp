@@ -81,24 +81,28 @@ public:
 private:
   /// The node before which a copy of `source` needed by `user` is
   /// inserted. Walks back from the user over at most the prefetch distance
-  /// in compute nodes (and the transfers between them), never past the
-  /// source's last writer or definition.
+  /// in compute nodes or nodes of the user's own stream (host updates run
+  /// back to back after backward), and the transfers between them, never past the
+  /// source's last writer or definition, and never more than kMaxWalk nodes:
+  /// each copy costs O(1), and a prefetch is never issued so early that
+  /// every copy of a step is alive at once.
   ir::Node *insertionPoint(ir::Value *source, ir::Node *user, ir::Tier to) {
     ir::Node *stop = lastWriter.lookup(source);
     if (!stop)
       stop = source->def;
     if (source->tier == ir::Tier::Gpu) // Leaving the GPU: as soon as complete.
       return stop ? g.nextNode(stop) : g.firstNode();
-    // Towards the user: a few compute nodes ahead, to overlap them.
+    // Towards the user: a few of its stream's nodes ahead, to overlap them.
     ir::Node *at = user;
-    unsigned computeSeen = 0;
-    while (computeSeen < mem.prefetchDistance) {
+    unsigned seen = 0;
+    for (unsigned walked = 0; seen < mem.prefetchDistance && walked < kMaxWalk; ++walked) {
       ir::Node *prev = g.prevNode(at);
       if (!prev || prev == stop)
         break;
       at = prev;
-      if (at->stream == ir::Stream::Compute && !isTransfer(*at))
-        ++computeSeen;
+      if (!isTransfer(*at) &&
+          (at->stream == ir::Stream::Compute || at->stream == user->stream))
+        ++seen;
     }
     return at;
   }
@@ -190,6 +194,8 @@ private:
   /// beyond, the copy's memory is released in between (the forward and backward uses of a
   /// weight get separate prefetches).
   static constexpr size_t kReuseWindow = 8;
+  /// The most nodes a prefetch's insertion point walks back over.
+  static constexpr unsigned kMaxWalk = 64;
 
   ir::Graph &g;
   const MemoryOptions &mem;
