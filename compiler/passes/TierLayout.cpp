@@ -1,5 +1,6 @@
 //===- TierLayout.cpp - Live intervals and static offsets per memory tier -===//
 #include "zinc/passes/TierLayout.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/MathExtras.h"
 #include <map>
 
@@ -8,30 +9,31 @@ namespace zinc {
 uint64_t tierAlignment(ir::Tier t) { return t == ir::Tier::Gpu ? 64 : 4096; }
 
 bool isPersistent(const ir::Graph &g, const ir::Value &v) {
-  return v.role != ir::ValueRole::Activation || llvm::is_contained(g.outputs(), &v);
+  return v.role != ir::ValueRole::Activation || g.isOutput(&v);
 }
 
 TierLayout computeTierLayout(const ir::Graph &g) {
   TierLayout layout;
-  int64_t last = std::max<int64_t>(0, static_cast<int64_t>(g.numNodes()) - 1);
+  std::vector<const ir::Node *> order;
+  for (const auto &n : g.nodes())
+    order.push_back(&*n);
+  int64_t last = std::max<int64_t>(0, static_cast<int64_t>(order.size()) - 1);
   for (const auto &v : g.values()) {
     // Step-long values span everything; graph outputs live from their
     // definition to the end of the step, where the runtime reads them.
     bool wholeStep = v->role != ir::ValueRole::Activation;
-    bool output = llvm::is_contained(g.outputs(), v.get());
+    bool output = g.isOutput(v.get());
     layout.intervals[v.get()] = {v->byteSize(), wholeStep ? 0 : last + 1,
                                  wholeStep || output ? last : -1};
   }
-  int64_t pos = 0;
-  for (const auto &n : g.nodes()) {
-    for (const ir::Value *v : llvm::concat<ir::Value *const>(n->inputs, n->outputs))
+  for (int64_t pos = 0; pos < static_cast<int64_t>(order.size()); ++pos)
+    for (const ir::Value *v : llvm::concat<ir::Value *const>(
+             order[pos]->inputs, order[pos]->outputs))
       if (v) {
         BufferInterval &iv = layout.intervals[v];
         iv.begin = std::min(iv.begin, pos);
         iv.end = std::max(iv.end, pos);
       }
-    ++pos;
-  }
   for (auto &entry : layout.intervals)
     if (entry.second.begin > entry.second.end) // Never touched.
       entry.second.begin = entry.second.end = 0;

@@ -31,8 +31,10 @@ struct ArenaLayout {
   uint64_t liveLowerBound = 0;
 };
 
-/// Best-fit packing, largest buffers first; offsets are multiples of
-/// `alignment`. Deterministic: ties break by buffer index.
+/// Best-fit packing: the smaller of largest-first and first-use-first (and a
+/// largest-first first fit where that is smaller still); offsets are
+/// multiples of `alignment`. Deterministic: ties break by buffer index.
+/// Requires begin <= end. About O(n log n): see ArenaLayout.cpp.
 ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
                         uint64_t alignment = 64);
 
