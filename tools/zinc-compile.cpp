@@ -13,6 +13,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Timer.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cmath>
 
@@ -85,9 +86,11 @@ static cl::opt<std::string> nvmeMem("nvme-mem", cl::desc("NVMe tier capacity"),
                                     cl::value_desc("SIZE"), cl::cat(compileCategory));
 static cl::opt<std::string> reportPath("report", cl::desc("Write the compile report"),
                                        cl::value_desc("FILE.json"), cl::cat(compileCategory));
+// Off by default, as in LLVM's opt: the plan verifier checks every plan
+// written; tests of passes run zinc-opt, which verifies after each pass.
 static cl::opt<bool> verifyEach("verify-each",
-                                cl::desc("Run the verifier after every pass"),
-                                cl::init(zinc::passes::kVerifyEachByDefault), cl::cat(compileCategory));
+                                cl::desc("Run the IR verifier after every pass (default off)"),
+                                cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string> emit("emit", cl::desc("binary (default) or text"),
                                  cl::init("binary"), cl::cat(compileCategory));
 
@@ -114,6 +117,28 @@ static Expected<zinc::OffloadPolicy> parsePolicy(StringRef flag, StringRef value
     return zinc::OffloadPolicy::Nvme;
   return zinc::makeError("--" + flag + " must be auto, none, cpu or nvme, not '" + value + "'");
 }
+
+/// The phases around the passes (import, emission, the plan verifier,
+/// writing), timed with --time-passes next to the passes' own report.
+class PhaseTimers {
+public:
+  void enable() { group = std::make_unique<TimerGroup>("zinc-compile", "zinc-compile phases"); }
+  /// Times the rest of the enclosing scope as `name`.
+  std::unique_ptr<TimeRegion> time(StringRef name) {
+    if (!group)
+      return nullptr;
+    timers.push_back(std::make_unique<Timer>(name, name, *group));
+    return std::make_unique<TimeRegion>(*timers.back());
+  }
+  ~PhaseTimers() {
+    if (group)
+      group->print(errs(), /*ResetAfterPrint=*/true);
+  }
+
+private:
+  std::unique_ptr<TimerGroup> group;
+  std::vector<std::unique_ptr<Timer>> timers;
+};
 
 static Error compile() {
   if (mode != "train" && mode != "infer")
@@ -214,6 +239,9 @@ static Error compile() {
   if (auto err = zinc::passes::applyPassManagerCLOptions(pm))
     return err;
   pm.addDefaultPipeline();
+  PhaseTimers phases;
+  if (pm.getTimePasses())
+    phases.enable();
   if (printPipeline) {
     outs() << pm.getPipeline() << "\n";
     return Error::success();
@@ -233,9 +261,11 @@ static Error compile() {
     importOpts.dims[name] = n;
   }
   importOpts.warn = [](const Twine &msg) { zinc::printWarning(tool, msg); };
+  auto importing = phases.time("import");
   auto graph = zinc::frontend::importOnnxModel(modelPath, importOpts);
   if (!graph)
     return graph.takeError();
+  importing.reset();
   if (auto err = pm.run(**graph))
     return zinc::addContext(std::move(err), modelPath);
 
@@ -254,14 +284,20 @@ static Error compile() {
   emitOpts.cpuCapacity = hw->cpuMem;
   emitOpts.nvmeCapacity = hw->nvmeMem;
   emitOpts.loss = *loss;
+  emitOpts.layout = ctx.layout.get();
+  auto emitting = phases.time("emit");
   auto plan = zinc::emitPlan(**graph, emitOpts);
+  emitting.reset();
   if (!plan)
     return zinc::addContext(plan.takeError(), modelPath);
   // The independent check of memory and ordering: a plan zinc writes never
   // touches a non-resident tensor or races between streams.
+  auto verifying = phases.time("plan verifier");
   if (auto err = zinc::plan::verifyPlan(*plan))
     return zinc::addContext(std::move(err), modelPath);
 
+  verifying.reset();
+  auto writing = phases.time("report and plan file");
   if (!reportPath.empty()) {
     zinc::CompileConfig config;
     config.mode = mode;

@@ -254,6 +254,26 @@ std::vector<Value *> Graph::initializers() const {
   return out;
 }
 
+void Graph::swap(Graph &other) {
+  std::swap(name, other.name);
+  std::swap(modelPath, other.modelPath);
+  std::swap(opsetVersion, other.opsetVersion);
+  valueList.swap(other.valueList);
+  // iplist::swap is unsupported; three O(1) splices do it.
+  NodeList mine;
+  mine.splice(mine.end(), nodeList);
+  nodeList.splice(nodeList.end(), other.nodeList);
+  other.nodeList.splice(other.nodeList.end(), mine);
+  std::swap(nodeCount, other.nodeCount);
+  inputList.swap(other.inputList);
+  outputList.swap(other.outputList);
+  std::swap(outputSet, other.outputSet);
+  std::swap(valuesByName, other.valuesByName);
+  std::swap(nodeNameCounts, other.nodeNameCounts);
+  std::swap(nextValueId, other.nextValueId);
+  std::swap(nextNodeId, other.nextNodeId);
+}
+
 std::unique_ptr<Graph> Graph::clone() const {
   auto copy = std::make_unique<Graph>();
   copy->name = name;

@@ -36,7 +36,11 @@ llvm::Error checkTier(const TierLayout &layout, ir::Tier tier, uint64_t capacity
 
 llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
   const MemoryOptions &mem = ctx.memory;
-  TierLayout layout = computeTierLayout(g);
+  // When place kept the copy its search allocated, nothing changed since:
+  // that layout stands.
+  if (!mem.transfersPlaced || !ctx.layout)
+    ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
+  const TierLayout &layout = *ctx.layout;
   if (auto err = checkTier(layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem"))
     return err;
   if (auto err = checkTier(layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))

@@ -162,7 +162,10 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
   p.set_hw(opts.hw);
   p.set_loss(-1);
 
-  TierLayout layout = computeTierLayout(g);
+  TierLayout computed;
+  if (!opts.layout)
+    computed = computeTierLayout(g);
+  const TierLayout &layout = opts.layout ? *opts.layout : computed;
   if (opts.gpuCapacity && layout.peak[0] > opts.gpuCapacity)
     return makeError("the plan needs " + llvm::Twine(layout.peak[0]) +
                      " bytes of gpu memory but the tier holds " +

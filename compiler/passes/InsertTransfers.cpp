@@ -208,6 +208,8 @@ private:
 };
 
 llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
+  if (ctx.memory.transfersPlaced) // place kept a copy that has them.
+    return false;
   size_t before = g.numNodes();
   Mover mover(g, ctx.memory);
   if (auto err = mover.run())

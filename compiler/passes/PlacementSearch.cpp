@@ -33,7 +33,10 @@ static llvm::Error tryPlacement(ir::Graph &trial, PassContext &ctx) {
   return llvm::Error::success();
 }
 
-llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx) {
+llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx,
+                            std::unique_ptr<ir::Graph> &placed) {
+  placed.reset();
+  ctx.memory.transfersPlaced = false;
   MemoryOptions &mem = ctx.memory;
   // Without an optimizer (inference) only the parameters' home matters.
   bool training = llvm::any_of(g.nodes(), [](const ir::Node *n) { return isOptimizerNode(*n); });
@@ -73,6 +76,7 @@ llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx) {
       llvm::consumeError(std::move(err));
       continue;
     }
+    placed = std::move(trial);
     if (ctx.note) {
       std::string how = mem.prefetchDistance == distance ? "" : ", prefetching just before use";
       if (training)

@@ -196,10 +196,10 @@ constexpr unsigned kMaxRoundsWithoutProgress = 4;
 llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
   uint64_t capacity = ctx.memory.gpuCapacity;
   constexpr unsigned gpu = static_cast<unsigned>(ir::Tier::Gpu);
-  if (!capacity)
+  if (!capacity || ctx.memory.transfersPlaced) // place kept a spilled copy.
     return false;
   bool changed = false;
-  TierLayout layout = computeTierLayout(g);
+  TierLayout layout = computeTierLayout(g, {ir::Tier::Gpu});
   uint64_t best = layout.peak[gpu], bestLive = layout.liveBound[gpu];
   unsigned sinceBetter = 0;
   for (unsigned round = 0; round < kMaxRounds && layout.peak[gpu] > capacity &&
@@ -232,7 +232,7 @@ llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
       relieved += c.value->byteSize();
       changed = true;
     }
-    layout = computeTierLayout(g);
+    layout = computeTierLayout(g, {ir::Tier::Gpu});
     // Progress is the packed peak or, through fragmentation, the live bytes
     // under it.
     if (layout.peak[gpu] < best || layout.liveBound[gpu] < bestLive) {

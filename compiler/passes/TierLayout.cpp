@@ -12,12 +12,14 @@ bool isPersistent(const ir::Graph &g, const ir::Value &v) {
   return v.role != ir::ValueRole::Activation || g.isOutput(&v);
 }
 
-TierLayout computeTierLayout(const ir::Graph &g) {
+TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers) {
   TierLayout layout;
   std::vector<const ir::Node *> order;
   for (const auto &n : g.nodes())
     order.push_back(&*n);
   int64_t last = std::max<int64_t>(0, static_cast<int64_t>(order.size()) - 1);
+  layout.intervals.reserve(g.values().size());
+  layout.offsets.reserve(g.values().size());
   for (const auto &v : g.values()) {
     // Step-long values span everything; graph outputs live from their
     // definition to the end of the step, where the runtime reads them.
@@ -38,7 +40,7 @@ TierLayout computeTierLayout(const ir::Graph &g) {
     if (entry.second.begin > entry.second.end) // Never touched.
       entry.second.begin = entry.second.end = 0;
 
-  for (ir::Tier tier : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme}) {
+  for (ir::Tier tier : tiers) {
     std::vector<const ir::Value *> members;
     std::vector<BufferInterval> intervals;
     for (const auto &v : g.values())
@@ -52,16 +54,19 @@ TierLayout computeTierLayout(const ir::Graph &g) {
     unsigned t = static_cast<unsigned>(tier);
     layout.peak[t] = arena.peak;
     layout.liveBound[t] = arena.liveLowerBound;
-    // The instant of highest live bytes, where relieving pressure helps.
-    std::map<int64_t, int64_t> delta;
+    // The instant of highest live bytes, where relieving pressure helps:
+    // a prefix sum over the node positions (intervals lie in [0, last + 1]).
+    std::vector<int64_t> delta(last + 3, 0);
     for (const BufferInterval &iv : intervals) {
       int64_t size = llvm::alignTo(std::max<uint64_t>(iv.size, 1), tierAlignment(tier));
       delta[iv.begin] += size;
       delta[iv.end + 1] -= size;
     }
     int64_t live = 0, best = -1;
-    for (auto [time, d] : delta) {
-      live += d;
+    for (int64_t time = 0; time < static_cast<int64_t>(delta.size()); ++time) {
+      if (!delta[time])
+        continue;
+      live += delta[time];
       if (live > best) {
         best = live;
         layout.peakTime[t] = time;

@@ -193,6 +193,9 @@ public:
   Graph &operator=(const Graph &) = delete;
   /// A deep copy: same names, ids, attributes and order, new objects.
   std::unique_ptr<Graph> clone() const;
+  /// Exchanges everything with `other` (O(1)): a pass that worked on a
+  /// clone makes it the graph.
+  void swap(Graph &other);
 
   std::string name;
   /// The ONNX model the graph came from (absolute path); the runtime loads

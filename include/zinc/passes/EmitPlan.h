@@ -3,6 +3,7 @@
 #define ZINC_PASSES_EMITPLAN_H
 
 #include "zinc/ir/Graph.h"
+#include "zinc/passes/TierLayout.h"
 #include "zinc/plan/PlanFile.h"
 
 namespace zinc {
@@ -16,6 +17,9 @@ struct EmitOptions {
   uint64_t nvmeCapacity = 0;
   /// The scalar loss value, or null.
   const ir::Value *loss = nullptr;
+  /// The layout allocate proved for this very graph (PassContext::layout),
+  /// or null to compute it again.
+  const TierLayout *layout = nullptr;
 };
 
 /// Builds the plan: one tensor per value, one instruction per node in

@@ -27,6 +27,9 @@ struct MemoryOptions {
   uint64_t nvmeCapacity = 0;
   /// How many compute nodes ahead of its use a prefetch is issued.
   unsigned prefetchDistance = 2;
+  /// Set by place when it kept the copy its search already ran
+  /// insert-transfers and spill on: those passes then have nothing to do.
+  bool transfersPlaced = false;
 };
 
 } // namespace zinc

@@ -4,6 +4,7 @@
 
 #include "zinc/ir/Graph.h"
 #include "zinc/passes/MemoryOptions.h"
+#include "zinc/passes/TierLayout.h"
 #include "zinc/passes/TrainingOptions.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -21,6 +22,10 @@ struct PassContext {
   TrainingOptions training;
   /// place, insert-transfers, spill, allocate: homes and capacities.
   MemoryOptions memory;
+  /// The tiers' layout allocate proved, for the graph as allocate left it:
+  /// the plan emitter uses it instead of packing again. Null before
+  /// allocate runs.
+  std::shared_ptr<const TierLayout> layout;
   /// Receives one-line notes for the user (the placement chosen); may be
   /// empty.
   std::function<void(const llvm::Twine &)> note;

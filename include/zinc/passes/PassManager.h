@@ -60,6 +60,7 @@ public:
   llvm::Error setPrintAfter(llvm::ArrayRef<std::string> arguments);
   /// Times each pass and prints the report once the pipeline has run.
   void setTimePasses(bool enable) { timePasses = enable; }
+  bool getTimePasses() const { return timePasses; }
   /// Where dumps and the timing report go.
   void setDiagnosticStream(llvm::raw_ostream &os) { diagOS = &os; }
 

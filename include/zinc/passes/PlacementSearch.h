@@ -16,7 +16,11 @@ namespace zinc::passes {
 /// copy of `g` (Graph::clone). When nothing fits, the most offloaded
 /// candidate is kept: the pipeline then fails in allocate, whose diagnostic
 /// names the smallest capacity that would fit. ctx.note hears the choice.
-llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx);
+/// `placed` receives the copy that fit, insert-transfers and spill done,
+/// when a search ran and one did (null otherwise): the place pass keeps it
+/// rather than doing that work again.
+llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx,
+                            std::unique_ptr<ir::Graph> &placed);
 
 /// Gives every persistent tensor its home in the tiers ctx.memory names, and
 /// the optimizer updates of offloaded states the host stream.

@@ -38,7 +38,12 @@ struct TierLayout {
   int64_t peakTime[3] = {0, 0, 0};
 };
 
-TierLayout computeTierLayout(const ir::Graph &g);
+/// Live intervals of every value, and the packing of the tiers listed
+/// (offsets, peak, live bound and peak time of the others stay empty): the
+/// spill pass packs only the GPU tier.
+TierLayout computeTierLayout(const ir::Graph &g,
+                             llvm::ArrayRef<ir::Tier> tiers = {ir::Tier::Gpu, ir::Tier::Cpu,
+                                                               ir::Tier::Nvme});
 
 } // namespace zinc
 
