@@ -5,6 +5,9 @@
 #include "llvm/Support/MathExtras.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+#include <array>
+#include <memory>
 
 namespace zinc {
 
@@ -81,23 +84,133 @@ struct Access {
   uint64_t begin, end;
   bool write;
 };
+
+/// Over n slots: raise a range to at least v, and the maximum of a range,
+/// both O(log n). A raise tags the nodes that cover its range exactly and
+/// lifts the maxima of their ancestors; a query reads the maxima of the
+/// nodes covering its range and the tags of their ancestors.
+class RangeMax {
+public:
+  explicit RangeMax(size_t n)
+      : leaves(llvm::PowerOf2Ceil(std::max<size_t>(n, 1))), tag(2 * leaves, -1),
+        below(2 * leaves, -1) {}
+
+  void raise(size_t lo, size_t hi, int32_t v) {
+    for (size_t a = lo + leaves, b = hi + leaves; a < b; a >>= 1, b >>= 1) {
+      if (a & 1)
+        lift(a++, v);
+      if (b & 1)
+        lift(--b, v);
+    }
+    // Every ancestor of those nodes holds leaf lo or leaf hi - 1.
+    for (size_t a = (lo + leaves) >> 1; a; a >>= 1)
+      below[a] = std::max(below[a], v);
+    for (size_t a = (hi - 1 + leaves) >> 1; a; a >>= 1)
+      below[a] = std::max(below[a], v);
+  }
+
+  /// -1 when nothing in [lo, hi) was raised.
+  int32_t max(size_t lo, size_t hi) const {
+    int32_t result = -1;
+    for (size_t a = lo + leaves, b = hi + leaves; a < b; a >>= 1, b >>= 1) {
+      if (a & 1)
+        result = std::max(result, below[a++]);
+      if (b & 1)
+        result = std::max(result, below[--b]);
+    }
+    for (size_t a = (lo + leaves) >> 1; a; a >>= 1)
+      result = std::max(result, tag[a]);
+    for (size_t a = (hi - 1 + leaves) >> 1; a; a >>= 1)
+      result = std::max(result, tag[a]);
+    return result;
+  }
+
+private:
+  void lift(size_t node, int32_t v) {
+    tag[node] = std::max(tag[node], v);
+    below[node] = std::max(below[node], v);
+  }
+
+  size_t leaves;
+  /// tag: raised over the node's whole range; below: the most raised
+  /// anywhere in it.
+  std::vector<int32_t> tag, below;
+};
+
+constexpr int kStreams = 6;
+constexpr int kTiers = 3;
+
+/// Shadow memory of one tier: for each stream, the latest instruction that
+/// wrote and that touched (read or wrote) each byte, over the segments
+/// between the tier's tensor boundaries.
+class TierShadow {
+public:
+  /// Each access's [begin, end) must start and end at one of `bounds`.
+  explicit TierShadow(std::vector<uint64_t> bounds)
+      : bounds(std::move(bounds)) {
+    llvm::sort(this->bounds);
+    this->bounds.erase(std::unique(this->bounds.begin(), this->bounds.end()),
+                       this->bounds.end());
+  }
+
+  /// The latest instruction on stream `t` whose access conflicts with `a`
+  /// (overlaps it, one of them writing), or -1.
+  int64_t latestConflict(const Access &a, int t) const {
+    const std::unique_ptr<RangeMax> &by = a.write ? touched[t] : written[t];
+    if (!by)
+      return -1;
+    auto [lo, hi] = segments(a);
+    return by->max(lo, hi);
+  }
+
+  void record(const Access &a, int stream, int32_t inst) {
+    auto [lo, hi] = segments(a);
+    auto get = [&](std::unique_ptr<RangeMax> &by) -> RangeMax & {
+      if (!by)
+        by = std::make_unique<RangeMax>(bounds.size());
+      return *by;
+    };
+    get(touched[stream]).raise(lo, hi, inst);
+    if (a.write)
+      get(written[stream]).raise(lo, hi, inst);
+  }
+
+private:
+  std::pair<size_t, size_t> segments(const Access &a) const {
+    return {llvm::lower_bound(bounds, a.begin) - bounds.begin(),
+            llvm::lower_bound(bounds, a.end) - bounds.begin()};
+  }
+
+  std::vector<uint64_t> bounds;
+  /// Per stream, made when the stream first touches the tier.
+  std::array<std::unique_ptr<RangeMax>, kStreams> written, touched;
+};
 } // namespace
 
 /// Event edges: each instruction waits for the latest earlier instruction on
 /// every other stream whose bytes conflict with its own (overlapping, one of
 /// them writing: data dependences and the reuse of a buffer alike), unless
 /// its stream already waited on that one or a later one of that stream.
+/// The latest conflict on each stream comes from per-tier shadow memory, so
+/// an instruction costs O(log n) per operand and stream, however far back
+/// the conflict is.
 static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
                                plan::Plan &p) {
-  std::vector<const ir::Node *> nodes(g.nodes().begin(), g.nodes().end());
-  std::vector<std::vector<Access>> accesses(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const ir::Node &n = *nodes[i];
+  std::vector<const ir::Node *> order;
+  for (const auto &n : g.nodes())
+    order.push_back(&*n);
+  std::vector<llvm::SmallVector<Access, 4>> accesses(order.size());
+  std::vector<uint64_t> bounds[kTiers];
+  for (size_t i = 0; i < order.size(); ++i) {
+    const ir::Node &n = *order[i];
     auto add = [&](const ir::Value *v, bool write) {
       uint64_t off = layout.offsets.lookup(v);
       uint64_t extent = llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1),
                                       tierAlignment(v->tier));
       accesses[i].push_back({v->tier, off, off + extent, write});
+      unsigned tier = static_cast<unsigned>(v->tier);
+      bounds[tier].push_back(off);
+      bounds[tier].push_back(off + extent);
     };
     for (unsigned k = 0; k < n.inputs.size(); ++k)
       if (n.inputs[k])
@@ -106,49 +219,51 @@ static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
       if (out)
         add(out, true);
   }
-  auto conflict = [&](size_t a, size_t b) {
-    for (const Access &x : accesses[a])
-      for (const Access &y : accesses[b])
-        if (x.tier == y.tier && (x.write || y.write) && x.begin < y.end &&
-            y.begin < x.end)
-          return true;
-    return false;
-  };
-  constexpr int kStreams = 6;
+  std::vector<TierShadow> shadows;
+  for (std::vector<uint64_t> &b : bounds)
+    shadows.emplace_back(std::move(b));
+
+  using Clock = std::array<int64_t, kStreams>;
   // waited[s][t]: the latest instruction of stream t that stream s is
   // already ordered after.
-  std::vector<std::vector<int64_t>> waited(kStreams, std::vector<int64_t>(kStreams, -1));
-  std::vector<std::vector<size_t>> byStream(kStreams);
-  std::vector<int> eventOf(nodes.size(), -1);
+  std::array<Clock, kStreams> waited;
+  for (Clock &w : waited)
+    w.fill(-1);
+  std::vector<int> eventOf(order.size(), -1);
   // clock[i]: what instruction i is ordered after, per stream (a vector
   // clock taken when it was issued).
-  std::vector<std::vector<int64_t>> clock(nodes.size());
+  std::vector<Clock> clock(order.size());
   unsigned numEvents = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    int s = static_cast<int>(nodes[i]->stream);
+  for (size_t i = 0; i < order.size(); ++i) {
+    int s = static_cast<int>(order[i]->stream);
+    int64_t latest[kStreams];
     for (int t = 0; t < kStreams; ++t) {
-      if (t == s)
+      latest[t] = -1;
+      if (t != s)
+        for (const Access &a : accesses[i])
+          latest[t] = std::max(
+              latest[t],
+              shadows[static_cast<unsigned>(a.tier)].latestConflict(a, t));
+    }
+    for (int t = 0; t < kStreams; ++t) {
+      int64_t j = latest[t];
+      if (t == s || j <= waited[s][t])
         continue;
-      for (auto it = byStream[t].rbegin(); it != byStream[t].rend(); ++it) {
-        if (static_cast<int64_t>(*it) <= waited[s][t])
-          break;
-        if (!conflict(*it, i))
-          continue;
-        if (eventOf[*it] < 0) {
-          eventOf[*it] = numEvents++;
-          p.mutable_instructions(*it)->add_signal_events(eventOf[*it]);
-        }
-        p.mutable_instructions(i)->add_wait_events(eventOf[*it]);
-        // Everything that instruction was ordered after is ordered too.
-        for (int u = 0; u < kStreams; ++u)
-          waited[s][u] = std::max(waited[s][u], clock[*it][u]);
-        waited[s][t] = *it;
-        break;
+      if (eventOf[j] < 0) {
+        eventOf[j] = numEvents++;
+        p.mutable_instructions(j)->add_signal_events(eventOf[j]);
       }
+      p.mutable_instructions(i)->add_wait_events(eventOf[j]);
+      // Everything that instruction was ordered after is ordered too.
+      for (int u = 0; u < kStreams; ++u)
+        waited[s][u] = std::max(waited[s][u], clock[j][u]);
+      waited[s][t] = j;
     }
     waited[s][s] = i;
     clock[i] = waited[s];
-    byStream[s].push_back(i);
+    for (const Access &a : accesses[i])
+      shadows[static_cast<unsigned>(a.tier)].record(a, s,
+                                                    static_cast<int32_t>(i));
   }
   p.set_num_events(numEvents);
 }
