@@ -43,10 +43,12 @@ constexpr uint64_t workspacePiece(uint64_t bytes) {
 
 /// 16-bit float GEMMs (MatMul, Gemm) widen their operands to f32 a block at a
 /// time: Y[M,N] is computed in blocks of at most kWidenBlockM x kWidenBlockN,
-/// summing over K in steps of at most kWidenBlockK.
-constexpr int64_t kWidenBlockM = 256;
+/// summing over K in steps of at most kWidenBlockK (at most 5 MiB of
+/// workspace; blocks this large keep the sgemm calls efficient, within
+/// about a quarter of widening whole operands at a [2048,768]x[768,3072]).
+constexpr int64_t kWidenBlockM = 512;
 constexpr int64_t kWidenBlockN = 1024;
-constexpr int64_t kWidenBlockK = 256;
+constexpr int64_t kWidenBlockK = 512;
 
 /// Upper bound on the elements of one im2col column tile (16 MiB of f32):
 /// still thousands of GEMM columns for any realistic channels * taps.

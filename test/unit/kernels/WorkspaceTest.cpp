@@ -32,11 +32,11 @@ KernelCall callOf(llvm::StringRef op, const AttributeList &a,
   return KernelCall{op, "test", 17, a, ins, outs};
 }
 
-// Y is [300, 1100] from K = 300: two blocks along every axis (256, 1024,
-// 256), so the widened blocks are reused and the sum over K spans blocks.
+// Y is [600, 1100] from K = 600: two blocks along every axis (512, 1024,
+// 512), so the widened blocks are reused and the sum over K spans blocks.
 // The f32 sums are exact, so Y is the exact product rounded once.
 TEST(KernelWorkspace, Bf16MatMulWidensBlocksIntoExactlyThePlannedBytes) {
-  int64_t m = 300, k = 300, n = 1100;
+  int64_t m = 600, k = 600, n = 1100;
   V av = smallInts(m * k, 1), bv = smallInts(k * n, 2);
   OwnedTensor a = OwnedTensor::of<BFloat16>(DType::BF16, {m, k}, av);
   OwnedTensor b = OwnedTensor::of<BFloat16>(DType::BF16, {k, n}, bv);
@@ -46,7 +46,7 @@ TEST(KernelWorkspace, Bf16MatMulWidensBlocksIntoExactlyThePlannedBytes) {
   AttributeList none;
   KernelCall call = callOf("MatMul", none, ins, outs);
   uint64_t planned = plannedWorkspace(runMatMul, call);
-  EXPECT_EQ(planned, (256u * 256 + 256 * 1024 + 256 * 1024) * 4);
+  EXPECT_EQ(planned, (512u * 512 + 512 * 1024 + 512 * 1024) * 4);
   uint64_t used = 0;
   ASSERT_EQ(errorText(runWithWorkspace(runMatMul, call, &used)), "");
   EXPECT_EQ(used, planned);
@@ -63,7 +63,7 @@ TEST(KernelWorkspace, Bf16MatMulWidensBlocksIntoExactlyThePlannedBytes) {
 // Gemm reads A and B transposed while widening, and starts each block of Y
 // from beta * C.
 TEST(KernelWorkspace, Bf16GemmTransposesAndBiasAcrossBlocks) {
-  int64_t m = 260, k = 270, n = 1030;
+  int64_t m = 530, k = 540, n = 1030;
   V av = smallInts(k * m, 3), bv = smallInts(n * k, 4), cv = smallInts(n, 5);
   OwnedTensor a = OwnedTensor::of<BFloat16>(DType::BF16, {k, m}, av);
   OwnedTensor b = OwnedTensor::of<BFloat16>(DType::BF16, {n, k}, bv);
