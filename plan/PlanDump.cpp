@@ -58,6 +58,8 @@ void dumpPlanText(const Plan &plan, llvm::raw_ostream &os) {
   for (const TierInfo &t : plan.tiers())
     os << "tier " << tierName(t.tier()) << " capacity=" << t.capacity()
        << " peak=" << t.peak() << "\n";
+  for (const Workspace &w : plan.workspaces())
+    os << "workspace " << streamName(w.stream()) << " %" << w.tensor() << "\n";
   os << "\ntensors:\n";
   for (const Tensor &t : plan.tensors()) {
     os << llvm::format("  %%%-4u ", t.id()) << typeText(t) << " " << roleName(t.role())
@@ -103,11 +105,14 @@ void dumpPlanText(const Plan &plan, llvm::raw_ostream &os) {
 }
 
 llvm::json::Value planToJson(const Plan &plan) {
-  llvm::json::Array tiers, tensors, instructions;
+  llvm::json::Array tiers, tensors, instructions, workspaces;
   for (const TierInfo &t : plan.tiers())
     tiers.push_back(llvm::json::Object{{"tier", tierName(t.tier())},
                                        {"capacity", t.capacity()},
                                        {"peak", t.peak()}});
+  for (const Workspace &w : plan.workspaces())
+    workspaces.push_back(llvm::json::Object{{"stream", streamName(w.stream())},
+                                            {"tensor", w.tensor()}});
   for (const Tensor &t : plan.tensors()) {
     llvm::json::Object o{{"id", t.id()},
                          {"name", t.name()},
@@ -149,6 +154,7 @@ llvm::json::Value planToJson(const Plan &plan) {
                             {"inputs", toJsonArray(plan.inputs())},
                             {"outputs", toJsonArray(plan.outputs())},
                             {"tiers", std::move(tiers)},
+                            {"workspaces", std::move(workspaces)},
                             {"tensors", std::move(tensors)},
                             {"instructions", std::move(instructions)}};
 }

@@ -81,7 +81,8 @@ struct PlanFacts {
   /// Tensors read after the step (graph outputs, the loss): live until its end.
   std::vector<bool> readAfterStep;
   /// Tensors whose bytes must survive the whole step: inputs (fed before
-  /// it), initializers and training state (kept across steps).
+  /// it), initializers and training state (kept across steps); kernel
+  /// workspaces are held for the whole step too.
   std::vector<bool> persistent;
 
   uint64_t alignment(int tier) const {
@@ -131,6 +132,10 @@ PlanFacts::PlanFacts(const Plan &p) : plan(p) {
   for (uint32_t id : p.inputs())
     if (id < static_cast<uint32_t>(n))
       persistent[id] = true;
+  // A stream's kernels use its workspace at any time during the step.
+  for (const Workspace &w : p.workspaces())
+    if (w.tensor() < static_cast<uint32_t>(n))
+      persistent[w.tensor()] = true;
   for (uint32_t id : p.outputs())
     if (id < static_cast<uint32_t>(n))
       readAfterStep[id] = true;
@@ -238,6 +243,49 @@ llvm::Error checkOperandIds(const Plan &p, const PlanFacts &f) {
       return fail("the loss scaling's found_inf is tensor " +
                   llvm::Twine(p.loss_scaling().found_inf()) + ", out of range" +
                   count);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error checkWorkspaces(const Plan &p, const PlanFacts &f) {
+  int n = p.tensors_size();
+  std::array<bool, kNumStreams> seen{};
+  std::vector<bool> isWorkspace(n, false);
+  for (const Workspace &w : p.workspaces()) {
+    if (!Stream_IsValid(w.stream()))
+      return fail("a workspace is on unknown stream " +
+                  llvm::Twine(w.stream()));
+    std::string what = "the " + streamName(w.stream()) + " stream's workspace";
+    if (w.tensor() >= static_cast<uint32_t>(n))
+      return fail(what + " is tensor " + llvm::Twine(w.tensor()) +
+                  ", out of range (the plan has " + llvm::Twine(n) +
+                  " tensors)");
+    if (seen[w.stream()])
+      return fail("the " + streamName(w.stream()) +
+                  " stream has two workspaces");
+    seen[w.stream()] = true;
+    Stream s = w.stream();
+    if (s != STREAM_COMPUTE && s != STREAM_COLLECTIVE && s != STREAM_HOST)
+      return fail(what + ": the " + streamName(s) + " stream runs no kernels");
+    int want = s == STREAM_HOST ? TIER_CPU : TIER_GPU;
+    int tier = p.tensors(w.tensor()).tier();
+    if (tier != want)
+      return fail(what + " " + f.tensor(w.tensor()) + " is in the " +
+                  tierName(tier) + " tier; the " + streamName(s) +
+                  " stream's kernels work in the " + tierName(want) + " tier");
+    isWorkspace[w.tensor()] = true;
+  }
+  // Scratch shared by a stream's kernels holds nothing an instruction could
+  // name.
+  for (int i = 0; i < p.instructions_size(); ++i) {
+    const Instruction &inst = p.instructions(i);
+    for (auto ids :
+         {llvm::ArrayRef<int>(inst.inputs().data(), inst.inputs_size()),
+          llvm::ArrayRef<int>(inst.outputs().data(), inst.outputs_size())})
+      for (int id : ids)
+        if (id >= 0 && isWorkspace[id])
+          return fail(f.describe(i) + " names " + f.tensor(id) +
+                      ", a stream's workspace, as an operand");
   }
   return llvm::Error::success();
 }
@@ -897,9 +945,9 @@ using Check = llvm::Error (*)(const Plan &, const PlanFacts &);
 /// in range, a TierInfo per tier used, one signaller per event, events
 /// signalled before they are waited on).
 const Check checks[] = {
-    checkTierInfos,     checkTensors,    checkOperandIds, checkEventIds,
-    checkResidency,     checkPlacement,  checkNoOverlap,  checkEventOrder,
-    checkHappensBefore, checkWriteBacks,
+    checkTierInfos,  checkTensors,       checkOperandIds, checkWorkspaces,
+    checkEventIds,   checkResidency,     checkPlacement,  checkNoOverlap,
+    checkEventOrder, checkHappensBefore, checkWriteBacks,
 };
 
 } // namespace

@@ -29,16 +29,12 @@ namespace {
 /// What one worker (or the serial loop) measured this step.
 struct LaneStats {
   TransferBytes bytes;
-  uint64_t gpuHighWater = 0;
-  uint64_t cpuHighWater = 0;
 
   void merge(const LaneStats &o) {
     bytes.h2d += o.bytes.h2d;
     bytes.d2h += o.bytes.d2h;
     bytes.nvmeRead += o.bytes.nvmeRead;
     bytes.nvmeWrite += o.bytes.nvmeWrite;
-    gpuHighWater = std::max(gpuHighWater, o.gpuHighWater);
-    cpuHighWater = std::max(cpuHighWater, o.cpuHighWater);
   }
 };
 
@@ -48,9 +44,10 @@ struct LaneStats {
 static llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
                                   int64_t step, uint64_t seed,
                                   LaneStats &stats) {
-  stats.gpuHighWater = std::max(stats.gpuHighWater, inst.gpuHighWater);
-  stats.cpuHighWater = std::max(stats.cpuHighWater, inst.cpuHighWater);
   if (inst.kind == InstructionKind::Kernel) {
+    // The call's part of its stream's workspace: the stream runs one
+    // instruction at a time, so every call starts at the beginning.
+    cpu::Workspace workspace(inst.workspace, inst.workspaceBytes);
     cpu::KernelCall call{inst.source->op(),
                          inst.source->name(),
                          program.getPlan().opset_version(),
@@ -58,7 +55,8 @@ static llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
                          inst.inputs,
                          inst.outputs,
                          step,
-                         seed};
+                         seed,
+                         &workspace};
     call.effects = inst.effects;
     return inst.kernel(call);
   }
@@ -229,14 +227,24 @@ struct Executor::Impl {
       ++index;
     }
     result.seconds = since(Clock::now());
-    fill(result, stats);
+    if (auto err = fill(result, stats))
+      return err;
     return result;
   }
 
-  static void fill(StepResult &result, const LaneStats &stats) {
+  /// The step's counts, and the peaks read from the arenas now that every
+  /// stream is through.
+  llvm::Error fill(StepResult &result, const LaneStats &stats) {
     result.bytes = stats.bytes;
-    result.gpuHighWater = stats.gpuHighWater;
-    result.cpuHighWater = stats.cpuHighWater;
+    auto gpu = program.gpuArena().touchedBytes();
+    if (!gpu)
+      return gpu.takeError();
+    auto cpu = program.cpuArena().touchedBytes();
+    if (!cpu)
+      return cpu.takeError();
+    result.measuredGpuPeak = *gpu;
+    result.measuredCpuPeak = *cpu;
+    return llvm::Error::success();
   }
 
   llvm::Expected<StepResult> runConcurrent(int64_t step, bool record) {
@@ -270,7 +278,8 @@ struct Executor::Impl {
     }
     if (first)
       return makeError(first->error);
-    fill(result, stats);
+    if (auto err = fill(result, stats))
+      return err;
     if (record) {
       result.timings.reserve(starts.size());
       auto &prepared = program.instructions();

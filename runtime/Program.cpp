@@ -3,6 +3,7 @@
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/runtime/WeightLoader.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/KernelWorkspace.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <cerrno>
@@ -34,13 +35,37 @@ llvm::Error Arena::allocate(uint64_t capacity, uint64_t usable,
     return makeError("cannot allocate the " + tierName + " tier's " +
                      llvm::Twine(open) + " bytes: " + std::strerror(saved));
   }
-  // Anonymous pages read as zero; touching them now means the step never
-  // pays for first-touch faults.
-  std::memset(p, 0, open);
+  // Left untouched: anonymous pages read as zero, and the pages the steps
+  // touch are what touchedBytes() measures (the first step pays their
+  // first-touch faults; later steps touch the same pages). 4 KiB pages, so
+  // that touching one byte maps one page, not 2 MiB; a system that refuses
+  // the advice only coarsens the measurement, so that is no error.
+  (void)::madvise(p, mapped, MADV_NOHUGEPAGE);
   data = static_cast<uint8_t *>(p);
   usableBytes = open;
   mappedBytes = mapped;
+  touchedPages = 0;
   return llvm::Error::success();
+}
+
+llvm::Expected<uint64_t> Arena::touchedBytes() const {
+  // mincore's answer for up to this many pages at a time, on the stack.
+  constexpr uint64_t kChunk = 4096;
+  unsigned char resident[kChunk];
+  for (uint64_t hi = usableBytes / kPage; hi > touchedPages;) {
+    uint64_t lo = hi - std::min(kChunk, hi - touchedPages);
+    if (::mincore(data + lo * kPage, (hi - lo) * kPage, resident) != 0)
+      return makeError(llvm::Twine("cannot read which arena pages were "
+                                   "touched: mincore: ") +
+                       std::strerror(errno));
+    for (uint64_t i = hi - lo; i-- > 0;)
+      if (resident[i] & 1) {
+        touchedPages = lo + i + 1;
+        return touchedPages * kPage;
+      }
+    hi = lo;
+  }
+  return touchedPages * kPage;
 }
 
 static AttributeList convertAttributes(const plan::Instruction &inst) {
@@ -312,10 +337,64 @@ static llvm::StringRef allowedCopies(plan::Stream stream) {
   }
 }
 
+llvm::Error Program::layOutWorkspaces() {
+  for (const plan::Workspace &w : plan.workspaces()) {
+    if (!plan::Stream_IsValid(w.stream()))
+      return makeError("corrupt plan: a workspace is on unknown stream " +
+                       llvm::Twine(w.stream()));
+    std::string what = "the " + streamName(w.stream()) + " stream's workspace";
+    if (w.tensor() >= static_cast<uint32_t>(plan.tensors_size()))
+      return makeError("corrupt plan: " + what + " is tensor " +
+                       llvm::Twine(w.tensor()));
+    if (workspaces[w.stream()].data)
+      return makeError("corrupt plan: the " + streamName(w.stream()) +
+                       " stream has two workspaces");
+    plan::Tier want =
+        w.stream() == plan::STREAM_HOST ? plan::TIER_CPU : plan::TIER_GPU;
+    if (places[w.tensor()].tier != want)
+      return makeError("corrupt plan: " + what + " '" +
+                       plan.tensors(w.tensor()).name() + "' is in the " +
+                       tierName(places[w.tensor()].tier) + " tier");
+    workspaces[w.stream()] = {static_cast<uint8_t *>(tensors[w.tensor()].data),
+                              plan.tensors(w.tensor()).size_bytes()};
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Program::giveWorkspace(PreparedInstruction &p,
+                                   const std::string &where) {
+  llvm::SmallVector<KernelOperand, 8> ins, outs;
+  for (const cpu::TensorRef *t : p.inputs)
+    ins.push_back(t ? KernelOperand{t->dtype, t->shape, true}
+                    : KernelOperand{});
+  for (const cpu::TensorRef *t : p.outputs)
+    outs.push_back(t ? KernelOperand{t->dtype, t->shape, true}
+                     : KernelOperand{});
+  const plan::Instruction &inst = *p.source;
+  uint64_t need = kernelWorkspaceBytes(
+      inst.domain(), inst.op(), plan.opset_version(), ins, outs, p.attrs);
+  if (!need)
+    return llvm::Error::success();
+  const StreamWorkspace &w = workspaces[p.stream];
+  if (need > w.bytes) {
+    std::string given = w.data ? std::to_string(w.bytes) + " bytes"
+                               : "none (a plan from an older zinc-compile? "
+                                 "compile it again)";
+    return makeError(where + " needs " + llvm::Twine(need) +
+                     " bytes of kernel workspace; the plan gives the " +
+                     streamName(p.stream) + " stream " + given);
+  }
+  p.workspace = w.data;
+  p.workspaceBytes = need;
+  return llvm::Error::success();
+}
+
 llvm::Error Program::prepare() {
   int numTensors = plan.tensors_size();
   std::vector<uint32_t> signalled(plan.num_events(), 0);
   uint64_t bounceBytes = 0;
+  if (auto err = layOutWorkspaces())
+    return err;
   for (const plan::Instruction &inst : plan.instructions()) {
     std::string where = "node '" + inst.name() + "' (" + inst.op() + ")";
     for (int id : inst.inputs())
@@ -342,16 +421,6 @@ llvm::Error Program::prepare() {
       return makeError("corrupt plan: " + where + ": zinc declares no op '" +
                        inst.op() + "' in its domain");
     bool isCopy = isTransferOp(inst.domain(), inst.op());
-    auto noteExtent = [&](int id) {
-      if (id < 0)
-        return;
-      const TensorPlace &t = places[id];
-      uint64_t end = t.offset + t.extent;
-      if (t.tier == plan::TIER_GPU)
-        p.gpuHighWater = std::max(p.gpuHighWater, end);
-      else if (t.tier == plan::TIER_CPU)
-        p.cpuHighWater = std::max(p.cpuHighWater, end);
-    };
 
     if (isCopy) {
       bool into = inst.op() == "CopyInto";
@@ -399,8 +468,6 @@ llvm::Error Program::prepare() {
         if (!p.nvmeDirect)
           bounceBytes = std::max(bounceBytes, span);
       }
-      noteExtent(src);
-      noteExtent(dst);
     } else {
       if (transferStream)
         return makeError(
@@ -425,14 +492,12 @@ llvm::Error Program::prepare() {
       if (!p.kernel)
         return makeError(where + ": the cpu backend has no kernel for it");
       p.attrs = convertAttributes(inst);
-      for (int id : inst.inputs()) {
+      for (int id : inst.inputs())
         p.inputs.push_back(id < 0 ? nullptr : &tensors[id]);
-        noteExtent(id);
-      }
-      for (int id : inst.outputs()) {
+      for (int id : inst.outputs())
         p.outputs.push_back(id < 0 ? nullptr : &tensors[id]);
-        noteExtent(id);
-      }
+      if (auto err = giveWorkspace(p, where))
+        return err;
     }
 
     // A wait counts the signals of its event that precede it in plan order,

@@ -117,8 +117,8 @@ static llvm::json::Value metricsLine(const StepReport &r) {
       {"step", r.step},
       {"seconds", r.seconds},
       {"bytes", std::move(bytes)},
-      {"peak_bytes",
-       llvm::json::Object{{"gpu", r.gpuHighWater}, {"cpu", r.cpuHighWater}}}};
+      {"peak_bytes", llvm::json::Object{{"gpu", r.measuredGpuPeak},
+                                        {"cpu", r.measuredCpuPeak}}}};
   line["loss"] = r.loss ? llvm::json::Value(*r.loss) : llvm::json::Value(nullptr);
   if (r.lossScale) {
     line["loss_scale"] = *r.lossScale;
@@ -283,8 +283,8 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
     report.step = step;
     report.steps = opts.steps;
     report.seconds = result->seconds;
-    report.gpuHighWater = result->gpuHighWater;
-    report.cpuHighWater = result->cpuHighWater;
+    report.measuredGpuPeak = result->measuredGpuPeak;
+    report.measuredCpuPeak = result->measuredCpuPeak;
     report.bytes = result->bytes;
     if (lossId >= 0)
       report.loss = readScalar(program.tensor(lossId));

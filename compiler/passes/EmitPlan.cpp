@@ -268,6 +268,29 @@ static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
   p.set_num_events(numEvents);
 }
 
+/// One byte tensor per stream whose kernels need scratch, where the layout
+/// put it, named in the plan's workspaces.
+static void addWorkspaces(const TierLayout &layout, plan::Plan &p) {
+  for (unsigned s = 0; s < kNumStreams; ++s) {
+    uint64_t bytes = layout.workspaceBytes[s];
+    if (!bytes)
+      continue;
+    auto stream = static_cast<ir::Stream>(s);
+    plan::Tensor *t = p.add_tensors();
+    t->set_id(p.tensors_size() - 1);
+    t->set_name("zinc.workspace." + ir::streamName(stream).str());
+    t->set_dtype(static_cast<int>(DType::U8));
+    t->add_shape(static_cast<int64_t>(bytes));
+    t->set_role(plan::ROLE_ACTIVATION);
+    t->set_tier(toPlanTier(workspaceTier(stream)));
+    t->set_offset(layout.workspaceOffset[s]);
+    t->set_size_bytes(bytes);
+    plan::Workspace *w = p.add_workspaces();
+    w->set_stream(toPlanStream(stream));
+    w->set_tensor(t->id());
+  }
+}
+
 llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts) {
   plan::Plan p;
   p.set_producer("zinc-compile");
@@ -309,6 +332,7 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
     t->set_offset(layout.offsets.lookup(v.get()));
     t->set_size_bytes(v->byteSize());
   }
+  addWorkspaces(layout, p);
   for (const ir::Value *in : g.inputs())
     p.add_inputs(ids[in]);
   for (const ir::Value *out : g.outputs())

@@ -1,6 +1,6 @@
 //===- TierLayout.cpp - Live intervals and static offsets per memory tier -===//
 #include "zinc/passes/TierLayout.h"
-#include "llvm/ADT/SmallPtrSet.h"
+#include "zinc/support/KernelWorkspace.h"
 #include "llvm/Support/MathExtras.h"
 #include <map>
 
@@ -12,8 +12,33 @@ bool isPersistent(const ir::Graph &g, const ir::Value &v) {
   return v.role != ir::ValueRole::Activation || g.isOutput(&v);
 }
 
+ir::Tier workspaceTier(ir::Stream s) {
+  return s == ir::Stream::Host ? ir::Tier::Cpu : ir::Tier::Gpu;
+}
+
+void kernelWorkspaces(const ir::Graph &g, uint64_t (&bytes)[kNumStreams]) {
+  std::fill(std::begin(bytes), std::end(bytes), 0);
+  llvm::SmallVector<KernelOperand, 8> ins, outs;
+  auto describe = [](const ir::Value *v) {
+    return v ? KernelOperand{v->dtype, v->shape, true} : KernelOperand{};
+  };
+  for (const ir::Node *n : g.nodes()) {
+    ins.clear();
+    outs.clear();
+    for (const ir::Value *v : n->inputs)
+      ins.push_back(describe(v));
+    for (const ir::Value *v : n->outputs)
+      outs.push_back(describe(v));
+    uint64_t need = kernelWorkspaceBytes(n->domain, n->opType, g.opsetVersion,
+                                         ins, outs, n->attrs);
+    uint64_t &stream = bytes[static_cast<unsigned>(n->stream)];
+    stream = std::max(stream, need);
+  }
+}
+
 TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers) {
   TierLayout layout;
+  kernelWorkspaces(g, layout.workspaceBytes);
   std::vector<const ir::Node *> order;
   for (const auto &n : g.nodes())
     order.push_back(&*n);
@@ -48,9 +73,19 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
         members.push_back(v.get());
         intervals.push_back(layout.intervals[v.get()]);
       }
+    // The tier's workspaces follow its values, live the whole step.
+    std::vector<unsigned> workspaces;
+    for (unsigned s = 0; s < kNumStreams; ++s)
+      if (layout.workspaceBytes[s] &&
+          workspaceTier(static_cast<ir::Stream>(s)) == tier) {
+        workspaces.push_back(s);
+        intervals.push_back({layout.workspaceBytes[s], 0, last});
+      }
     ArenaLayout arena = layoutArena(intervals, tierAlignment(tier));
     for (size_t i = 0; i < members.size(); ++i)
       layout.offsets[members[i]] = arena.offsets[i];
+    for (size_t i = 0; i < workspaces.size(); ++i)
+      layout.workspaceOffset[workspaces[i]] = arena.offsets[members.size() + i];
     unsigned t = static_cast<unsigned>(tier);
     layout.peak[t] = arena.peak;
     layout.liveBound[t] = arena.liveLowerBound;

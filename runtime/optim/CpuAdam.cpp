@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/optim/CpuAdam.h"
+#include "zinc/runtime/cpu/Parallel.h"
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -112,11 +113,10 @@ void cpuAdam(const AdamConstants &c, const AdamBuffers &b, int64_t n,
              simd::IsaKind isa) {
   AdamSpanFn span = adamSpanFor(isa);
   int64_t tiles = (n + kAdamTile - 1) / kAdamTile;
-#pragma omp parallel for schedule(static) if (tiles > 4)
-  for (int64_t t = 0; t < tiles; ++t) {
+  cpu::parallelFor(tiles, tiles > 4, [&](int64_t t) {
     int64_t begin = t * kAdamTile;
     span(c, b, begin, begin + kAdamTile < n ? begin + kAdamTile : n);
-  }
+  });
 }
 
 } // namespace zinc::optim

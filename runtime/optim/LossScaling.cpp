@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cpu/Kernel.h"
+#include "zinc/runtime/cpu/Parallel.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
 #include <cmath>
@@ -37,6 +38,20 @@ llvm::Error runLossScale(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Whether value(i) is inf or NaN for some i in [0, n).
+template <typename Fn> static bool anyNotFinite(int64_t n, Fn &&value) {
+  int bad = 0;
+  if (useThreads(n > (1 << 16))) {
+#pragma omp parallel for reduction(| : bad)
+    for (int64_t i = 0; i < n; ++i)
+      bad |= !std::isfinite(value(i));
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      bad |= !std::isfinite(value(i));
+  }
+  return bad != 0;
+}
+
 /// CheckFiniteGrads(found_inf, scale, grads...): found_inf = 1 when any
 /// gradient, unscaled in f32 as GradScaler.unscale_ does, is inf or NaN.
 llvm::Error runCheckFiniteGrads(const KernelCall &call) {
@@ -50,34 +65,28 @@ llvm::Error runCheckFiniteGrads(const KernelCall &call) {
     if (!g)
       continue;
     int64_t n = g->numElements();
-    int bad = 0;
+    bool bad = false;
     switch (g->dtype) {
     case DType::F32: {
       const float *p = g->as<float>();
-#pragma omp parallel for reduction(| : bad) if (n > (1 << 16))
-      for (int64_t i = 0; i < n; ++i)
-        bad |= !std::isfinite(p[i] * inv);
+      bad = anyNotFinite(n, [&](int64_t i) { return p[i] * inv; });
       break;
     }
     case DType::F16: {
       const uint16_t *p = g->as<uint16_t>();
-#pragma omp parallel for reduction(| : bad) if (n > (1 << 16))
-      for (int64_t i = 0; i < n; ++i)
-        bad |= !std::isfinite(halfToFloat(p[i]) * inv);
+      bad = anyNotFinite(n, [&](int64_t i) { return halfToFloat(p[i]) * inv; });
       break;
     }
     case DType::BF16: {
       const uint16_t *p = g->as<uint16_t>();
-#pragma omp parallel for reduction(| : bad) if (n > (1 << 16))
-      for (int64_t i = 0; i < n; ++i)
-        bad |= !std::isfinite(bf16ToFloat(p[i]) * inv);
+      bad = anyNotFinite(n, [&](int64_t i) { return bf16ToFloat(p[i]) * inv; });
       break;
     }
     default:
       return makeError("CheckFiniteGrads: gradient " + llvm::Twine(k - 2) +
                        " is not f32, f16 or bf16");
     }
-    found = bad != 0;
+    found = bad;
   }
   TensorRef *flag = call.updated(0);
   if (!flag)

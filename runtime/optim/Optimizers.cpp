@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cpu/Kernel.h"
+#include "zinc/runtime/cpu/Parallel.h"
 #include "zinc/runtime/optim/CpuAdam.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
@@ -187,8 +188,7 @@ llvm::Error runSGD(const KernelCall &call) {
   const bool unscale = extras->scale != nullptr;
   const float inv = extras->invScale();
   withGradReader(*call.inputs[1], [&](auto readGrad) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
+    parallelFor(n, n > (1 << 16), [&](int64_t i) {
       float d = readGrad(i);
       if (unscale)
         d *= inv;
@@ -202,7 +202,7 @@ llvm::Error runSGD(const KernelCall &call) {
       float p = param[i] - lr * d;
       param[i] = p;
       storeCopy(copy, i, p);
-    }
+    });
   });
   return llvm::Error::success();
 }

@@ -11,11 +11,16 @@ and trained for 8 steps on the cpu backend:
   auto:        --offload-*=auto at three GPU capacities
 
 Every offloaded or auto run must give bit-identical losses and weights to the
-all-GPU run (copies move bytes exactly; the kernels are the same), and its
-measured GPU high-water mark (metrics peak_bytes.gpu) must equal the plan's
-proven GPU peak (the compile report's per_rank.tiers.gpu.peak) and stay under
-the capacity. A budget that cannot fit is refused with the smallest capacity
-that would.
+all-GPU run (copies move bytes exactly; the kernels are the same), and in
+every run, in the GPU and the CPU tier, the measured high-water mark (metrics
+peak_bytes: the end of the highest page of the tier's arena that was touched,
+read with mincore, kernel workspaces included) must match the plan's proven
+peak (the compile report's per_rank.tiers.*.peak) to within a page: never
+above it rounded up to a page (the arena opens no more, and a kernel touching
+past it faults), and less than a page below it (the measurement's resolution:
+the buffer that reaches the proven peak is touched to its end). The proven
+GPU peak stays under the capacity. A budget that cannot fit is refused with
+the smallest capacity that would.
 
 Run: ZINC_BUILD_DIR=/path/to/build /usr/bin/python3 -m unittest discover -s test/e2e -p test_offload.py
 """
@@ -40,6 +45,8 @@ import safetensors_io  # noqa: E402
 
 STEPS = 8
 TIMEOUT = 600
+# The measured peaks' resolution: the arenas' pages.
+PAGE = 4096
 
 
 def tools():
@@ -118,8 +125,8 @@ class OffloadTest(unittest.TestCase):
             rep = json.load(f)
         with open(metrics) as f:
             lines = [json.loads(l) for l in f]
-        return {"report": rep, "metrics": lines, "weights": safetensors_io.load_file(weights),
-                "note": compiled.stderr.decode()}
+        return {"name": name, "report": rep, "metrics": lines,
+                "weights": safetensors_io.load_file(weights), "note": compiled.stderr.decode()}
 
     def check_identical_and_proven(self, run_result, capacity):
         ref = self.reference
@@ -131,8 +138,27 @@ class OffloadTest(unittest.TestCase):
                             "weight %s differs" % name)
         proven = run_result["report"]["per_rank"]["tiers"]["gpu"]["peak"]
         self.assertLessEqual(proven, capacity)
-        for m in run_result["metrics"]:
-            self.assertEqual(m["peak_bytes"]["gpu"], proven)
+        self.check_measured_peaks(run_result)
+
+    def check_measured_peaks(self, run_result):
+        """The measured high-water marks against the proven peaks, per tier."""
+        for tier in ("gpu", "cpu"):
+            proven = run_result["report"]["per_rank"]["tiers"][tier]["peak"]
+            measured = [m["peak_bytes"][tier] for m in run_result["metrics"]]
+            # Touched pages stay touched: the mark never falls, and the first
+            # step touches everything a step touches.
+            self.assertEqual(measured, [measured[0]] * len(measured), tier)
+            opened = -(-proven // PAGE) * PAGE
+            print("\n%s %s: proven %d, measured %d (proven rounded up to a page %d)"
+                  % (run_result["name"], tier, proven, measured[0], opened),
+                  file=sys.stderr)
+            self.assertEqual(measured[0] % PAGE, 0, tier)
+            self.assertLessEqual(measured[0], opened, "%s: touched past the proven peak" % tier)
+            self.assertGreater(measured[0] + PAGE, proven,
+                               "%s: the plan proves more than a step touches" % tier)
+
+    def test_all_gpu_measured_peak(self):
+        self.check_measured_peaks(self.reference)
 
     def test_quarter_of_model_states_with_nvme_optimizer_and_cpu_params(self):
         capacity = self.model_states // 4

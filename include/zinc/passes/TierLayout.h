@@ -3,9 +3,10 @@
 // The heap-simulator view of a scheduled graph: time is the index of a node
 // in program order; a value is live from the node that first touches it to
 // the last one (the whole step for persistent values); each tier's values are
-// packed into one arena. allocate checks the result against the capacities,
-// emit writes it into the plan, and both call this one function so they
-// cannot disagree.
+// packed into one arena, with each kernel stream's workspace (the scratch of
+// its kernels, KernelWorkspace.h) as one more buffer live the whole step.
+// allocate checks the result against the capacities, emit writes it into
+// the plan, and both call this one function so they cannot disagree.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_PASSES_TIERLAYOUT_H
@@ -24,6 +25,17 @@ uint64_t tierAlignment(ir::Tier t);
 /// Values the whole step needs: inputs, initializers, state, graph outputs.
 bool isPersistent(const ir::Graph &g, const ir::Value &v);
 
+/// ir::Stream's enumerators.
+constexpr unsigned kNumStreams = 6;
+
+/// The tier a stream's kernels work in, and so its workspace's: the CPU
+/// for host, the GPU for the others.
+ir::Tier workspaceTier(ir::Stream s);
+
+/// Bytes of kernel workspace each stream needs (index by ir::Stream): the
+/// most any one of its nodes' cpu kernels takes (kernelWorkspaceBytes).
+void kernelWorkspaces(const ir::Graph &g, uint64_t (&bytes)[kNumStreams]);
+
 struct TierLayout {
   /// Live interval of every value, by value.
   llvm::DenseMap<const ir::Value *, BufferInterval> intervals;
@@ -36,6 +48,10 @@ struct TierLayout {
   uint64_t liveBound[3] = {0, 0, 0};
   /// The node index where each tier's live bytes are highest.
   int64_t peakTime[3] = {0, 0, 0};
+  /// Each stream's kernel workspace (index by ir::Stream): its bytes (0 for
+  /// none) and offset in workspaceTier(stream).
+  uint64_t workspaceBytes[kNumStreams] = {};
+  uint64_t workspaceOffset[kNumStreams] = {};
 };
 
 /// Live intervals of every value, and the packing of the tiers listed

@@ -18,14 +18,17 @@ namespace zinc::plan {
 /// Checks, in order:
 ///  1. well-formedness: dense tensor ids, operand ids in range, known dtypes,
 ///     size_bytes = elements * dtype size, a TierInfo for every tier used,
-///     every event id < num_events and signalled by exactly one instruction;
+///     every event id < num_events and signalled by exactly one instruction,
+///     at most one workspace per kernel stream, in that stream's tier and
+///     named by no instruction;
 ///  2. residency: compute and collective operands in the GPU tier, host
 ///     operands in the CPU tier, h2d/d2h/nvme instructions are zinc.Copy or
 ///     zinc.CopyInto between the tiers of their stream, of equal sizes;
 ///  3. placement: every tensor's [offset, offset + extent) inside
 ///     [0, peak] of its tier, offsets aligned, peak <= capacity;
 ///  4. no overlap in time and space: tensors of one tier whose live
-///     intervals (plan order; persistent tensors the whole step) intersect
+///     intervals (plan order; persistent tensors and workspaces the whole
+///     step) intersect
 ///     occupy disjoint extents;
 ///  5. event order: every event waited on is signalled by an earlier
 ///     instruction on another stream;

@@ -26,11 +26,13 @@ struct TransferBytes {
 
 struct StepResult {
   double seconds = 0;
-  /// Highest GPU-arena byte any instruction of the step touched: the end
-  /// (offset + extent) of the furthest operand.
-  uint64_t gpuHighWater = 0;
-  /// The same in the CPU arena.
-  uint64_t cpuHighWater = 0;
+  /// Measured after the step: the end of the highest page of the GPU arena
+  /// touched so far, at load or in any step (Arena::touchedBytes). Page
+  /// resolution; never beyond the plan's proven peak rounded up to a page,
+  /// since the arena opens no more.
+  uint64_t measuredGpuPeak = 0;
+  /// The same in the CPU arena (0 when the plan keeps nothing there).
+  uint64_t measuredCpuPeak = 0;
   TransferBytes bytes;
   /// Filled only when asked for (tracing), in plan order.
   std::vector<InstructionTiming> timings;

@@ -12,13 +12,20 @@
 
 namespace zinc::rt {
 
-/// One tier's memory: a single mapping made at start-up, page (4096-byte)
-/// aligned, so O_DIRECT transfers can use it. The mapping reserves the
-/// tier's capacity, but only the first `usable` bytes (the plan's proven
-/// peak, rounded up to a page) are readable and writable: a kernel that
-/// strays past the last tensor of the tier faults instead of silently
-/// reading some other memory. The usable bytes start zeroed and are touched
-/// at start-up, so no step pays for first-touch faults.
+/// One tier's memory: a single anonymous mapping made at start-up, page
+/// (4096-byte) aligned, so O_DIRECT transfers can use it. The mapping
+/// reserves the tier's capacity, but only the first `usable` bytes (the
+/// plan's proven peak, rounded up to a page) are readable and writable: a
+/// kernel that strays past the last tensor of the tier faults instead of
+/// silently reading some other memory.
+///
+/// The usable bytes are left untouched at start-up (anonymous memory reads
+/// as zero) and kept in 4 KiB pages (no transparent huge pages), so the
+/// pages the step touches are exactly the pages the kernel maps in, and the
+/// high-water mark is read from the memory itself: touchedBytes() is the
+/// end of the highest page mincore(2) reports resident. A page counts as
+/// touched when it was read or written: Linux maps the shared zero page on
+/// a read fault, and mincore reports that page resident too.
 class Arena {
 public:
   Arena() = default;
@@ -35,10 +42,19 @@ public:
   /// Bytes the mapping reserves (the tier's capacity).
   uint64_t reserved() const { return mappedBytes; }
 
+  /// Measured: the end of the highest page of the usable bytes that was
+  /// ever touched (read or written) since allocate(), 0 when none was. A
+  /// multiple of the page size. Residency only grows (short of the system
+  /// swapping the arena out), so each call scans only the pages above the
+  /// last mark, from the top down, and allocates nothing.
+  llvm::Expected<uint64_t> touchedBytes() const;
+
 private:
   uint8_t *data = nullptr;
   uint64_t usableBytes = 0;
   uint64_t mappedBytes = 0;
+  /// Pages below this mark were seen touched.
+  mutable uint64_t touchedPages = 0;
 };
 
 /// How an instruction runs.
@@ -78,10 +94,10 @@ struct PreparedInstruction {
   std::vector<std::pair<uint32_t, uint32_t>> waits;
   std::vector<uint32_t> signals;
 
-  /// End (offset + extent) of the furthest operand in the GPU and CPU
-  /// arenas, for the measured high-water marks.
-  uint64_t gpuHighWater = 0;
-  uint64_t cpuHighWater = 0;
+  /// Kernels: the scratch the call gets, at the start of its stream's
+  /// workspace (the plan's buffer for it): exactly kernelWorkspaceBytes.
+  uint8_t *workspace = nullptr;
+  uint64_t workspaceBytes = 0;
 };
 
 /// How to load a plan.
@@ -137,12 +153,23 @@ public:
 private:
   static llvm::Expected<std::unique_ptr<Program>>
   create(plan::Plan plan, const LoadOptions &opts, bool verify);
+  /// A stream's kernel workspace: the plan's buffer for it, or none.
+  struct StreamWorkspace {
+    uint8_t *data = nullptr;
+    uint64_t bytes = 0;
+  };
+
   llvm::Error layOut(const LoadOptions &opts);
+  llvm::Error layOutWorkspaces();
   llvm::Error prepare();
+  /// Sets a kernel instruction's workspace from its stream's, or fails when
+  /// the plan gives the stream less than the kernel takes.
+  llvm::Error giveWorkspace(PreparedInstruction &p, const std::string &where);
   llvm::Error loadWeights();
 
   plan::Plan plan;
   Arena gpu, cpu, bounce;
+  StreamWorkspace workspaces[plan::Stream_ARRAYSIZE];
   std::unique_ptr<NvmeStore> nvmeStore;
   std::vector<cpu::TensorRef> tensors;
   std::vector<TensorPlace> places;

@@ -30,8 +30,9 @@ struct StepReport {
   unsigned steps = 0;
   llvm::Optional<double> loss;
   double seconds = 0;
-  uint64_t gpuHighWater = 0;
-  uint64_t cpuHighWater = 0;
+  /// StepResult's measured peaks (--metrics peak_bytes).
+  uint64_t measuredGpuPeak = 0;
+  uint64_t measuredCpuPeak = 0;
   /// Bytes each link moved this step.
   TransferBytes bytes;
   /// With fp16 loss scaling: the scale the next step uses, and whether this

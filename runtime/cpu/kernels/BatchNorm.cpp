@@ -13,51 +13,51 @@
 // outputs 3 and 4 (beyond ONNX's three) are the batch mean and inverse
 // standard deviation, which zinc.BatchNormalizationGrad reuses.
 //
+// Inference needs no scratch (each plane reads its channel's parameters);
+// training keeps seven per-channel arrays in the call's workspace.
+//
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
 #include "Kernels.h"
 #include "llvm/ADT/Twine.h"
 #include <cmath>
-#include <vector>
 
 namespace zinc::cpu {
 
 /// Below this many elements the kernel runs on one thread.
 static constexpr int64_t kParallelWork = 1 << 16;
 
-/// Reads a parameter tensor of any float type into doubles; opset 15 lets
-/// scale/B and mean/var have other types than X.
-static std::vector<double> loadParam(const TensorRef &t) {
-  std::vector<double> v(t.numElements());
-  visitDType(t.dtype, [&](auto tag) {
+/// Element p of a parameter tensor of any float type, as double; opset 15
+/// lets scale/B and mean/var have other types than X.
+static double loadParam(const TensorRef &t, int64_t p) {
+  return visitDType(t.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T *p = t.as<const T>();
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = static_cast<double>(load(p[i]));
+    return static_cast<double>(load(t.as<const T>()[p]));
   });
-  return v;
 }
 
+/// Inference: Y = (X - mean) * scale / sqrt(var + epsilon) + B, each plane
+/// with its parameter's values.
 template <typename T>
 static void batchNorm(const T *x, T *y, int64_t batch, int64_t params,
-                      int64_t inner, const std::vector<double> &mean,
-                      const std::vector<double> &mul,
-                      const std::vector<double> &add) {
+                      int64_t inner, const TensorRef &scale,
+                      const TensorRef &bias, const TensorRef &mean,
+                      const TensorRef &var, double epsilon) {
   using C = ComputeT<T>;
   // Parameter p covers `inner` contiguous elements of each batch item:
   // one channel's spatial plane, or a single activation when spatial=0.
   int64_t planes = batch * params;
-#pragma omp parallel for schedule(static) if (planes * inner > kParallelWork)
-  for (int64_t plane = 0; plane < planes; ++plane) {
+  parallelFor(planes, planes * inner > kParallelWork, [&](int64_t plane) {
     int64_t p = plane % params;
-    C m = static_cast<C>(mean[p]), a = static_cast<C>(mul[p]),
-      b = static_cast<C>(add[p]);
+    double mul = loadParam(scale, p) / std::sqrt(loadParam(var, p) + epsilon);
+    C m = static_cast<C>(loadParam(mean, p)), a = static_cast<C>(mul),
+      b = static_cast<C>(loadParam(bias, p));
     const T *xp = x + plane * inner;
     T *yp = y + plane * inner;
     // Subtracting the mean first keeps precision when X is close to it.
     for (int64_t i = 0; i < inner; ++i)
       yp[i] = store<T>((load(xp[i]) - m) * a + b);
-  }
+  });
 }
 
 /// The batch statistics of one channel, computed as PyTorch's cpu kernel
@@ -70,16 +70,14 @@ struct ChannelStats {
   double varSum = 0; ///< sum of squared deviations, rounded likewise
 };
 
-/// Per channel of x [N, C, S...].
+/// Per channel of x [N, C, S...], into stats[0, channels).
 template <typename T>
 static void batchStatistics(const T *x, int64_t batch, int64_t channels,
-                            int64_t inner, std::vector<ChannelStats> &stats) {
+                            int64_t inner, ChannelStats *stats) {
   using C = ComputeT<T>;
-  stats.assign(channels, {});
   double count = static_cast<double>(batch * inner);
-#pragma omp parallel for schedule(static) if (batch * channels * inner >       \
-                                              kParallelWork)
-  for (int64_t c = 0; c < channels; ++c) {
+  bool big = batch * channels * inner > kParallelWork;
+  parallelFor(channels, big, [&](int64_t c) {
     double sum = 0;
     for (int64_t n = 0; n < batch; ++n) {
       const T *xp = x + (n * channels + c) * inner;
@@ -97,34 +95,33 @@ static void batchStatistics(const T *x, int64_t batch, int64_t channels,
     }
     stats[c].mean = static_cast<double>(m);
     stats[c].varSum = static_cast<double>(static_cast<C>(sq));
-  }
+  });
 }
 
 /// y = x * alpha + beta per channel (PyTorch's form of training mode).
 template <typename T>
 static void affinePerChannel(const T *x, T *y, int64_t batch, int64_t channels,
-                             int64_t inner, const std::vector<double> &alpha,
-                             const std::vector<double> &beta) {
+                             int64_t inner, const double *alpha,
+                             const double *beta) {
   using C = ComputeT<T>;
   int64_t planes = batch * channels;
-#pragma omp parallel for schedule(static) if (planes * inner > kParallelWork)
-  for (int64_t plane = 0; plane < planes; ++plane) {
+  parallelFor(planes, planes * inner > kParallelWork, [&](int64_t plane) {
     int64_t c = plane % channels;
     C a = static_cast<C>(alpha[c]), b = static_cast<C>(beta[c]);
     const T *xp = x + plane * inner;
     T *yp = y + plane * inner;
     for (int64_t i = 0; i < inner; ++i)
       yp[i] = store<T>(load(xp[i]) * a + b);
-  }
+  });
 }
 
-/// Writes `values` into a float tensor of any float type.
-static void storeParam(TensorRef &t, const std::vector<double> &values) {
+/// Writes `n` values into a float tensor of any float type.
+static void storeParam(TensorRef &t, const double *values, int64_t n) {
   visitDType(t.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
       T *p = t.as<T>();
-      for (size_t i = 0; i < values.size(); ++i)
+      for (int64_t i = 0; i < n; ++i)
         p[i] = store<T>(static_cast<ComputeT<T>>(values[i]));
     }
   });
@@ -180,60 +177,67 @@ llvm::Error runBatchNormalization(const KernelCall &call) {
                            llvm::Twine(params) + " float elements");
 
   double epsilon = call.attrs.getFloat("epsilon", 1e-5);
-  std::vector<double> s = loadParam(*scale), b = loadParam(*bias),
-                      m = loadParam(*mean), v = loadParam(*var);
-  if (training) {
-    int64_t count = batch * inner;
-    if (count < 2)
-      return kernelError("BatchNormalization: training mode needs more than "
-                         "one value per channel, got input shape " +
-                         formatShape(x->shape));
-    double momentum = call.attrs.getFloat("momentum", 0.9);
-    std::vector<double> runningMean(params), runningVar(params),
-        batchMean(params), invStd(params), alpha(params), beta(params);
+  if (!training) {
     visitDType(x->dtype, [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (isFloatStorage<T>()) {
-        using C = ComputeT<T>;
-        std::vector<ChannelStats> stats;
-        batchStatistics<T>(x->as<const T>(), batch, channels, inner, stats);
-        for (int64_t p = 0; p < params; ++p) {
-          double popVar = stats[p].varSum / count;
-          C inv = static_cast<C>(1 / std::sqrt(popVar + epsilon));
-          C a = inv * static_cast<C>(s[p]);
-          C mc = static_cast<C>(stats[p].mean);
-          batchMean[p] = stats[p].mean;
-          invStd[p] = static_cast<double>(inv);
-          alpha[p] = static_cast<double>(a);
-          beta[p] = static_cast<double>(static_cast<C>(b[p]) - mc * a);
-          runningMean[p] = momentum * m[p] + (1 - momentum) * stats[p].mean;
-          // PyTorch's update: the unbiased variance, see the file comment.
-          runningVar[p] = momentum * v[p] +
-                          (1 - momentum) * (stats[p].varSum / (count - 1));
-        }
-        affinePerChannel<T>(x->as<const T>(), y->as<T>(), batch, channels,
-                            inner, alpha, beta);
-      }
+      if constexpr (isFloatStorage<T>())
+        batchNorm<T>(x->as<const T>(), y->as<T>(), batch, params, inner, *scale,
+                     *bias, *mean, *var, epsilon);
     });
-    // Written after the running statistics were read: a plan may give an
-    // output the memory of its input.
-    for (auto [i, values] :
-         {std::make_pair(1, &runningMean), std::make_pair(2, &runningVar),
-          std::make_pair(3, &batchMean), std::make_pair(4, &invStd)})
-      if (TensorRef *t = call.output(i))
-        storeParam(*t, *values);
     return llvm::Error::success();
   }
-  std::vector<double> mul(params);
-  for (int64_t p = 0; p < params; ++p)
-    mul[p] = s[p] / std::sqrt(v[p] + epsilon);
 
+  int64_t count = batch * inner;
+  if (count < 2)
+    return kernelError("BatchNormalization: training mode needs more than "
+                       "one value per channel, got input shape " +
+                       formatShape(x->shape));
+  double momentum = call.attrs.getFloat("momentum", 0.9);
+  auto stats = call.scratch<ChannelStats>(params);
+  if (!stats)
+    return stats.takeError();
+  // runningMean, runningVar, batchMean, invStd, alpha, beta.
+  double *arrays[6];
+  for (double *&a : arrays) {
+    auto p = call.scratch<double>(params);
+    if (!p)
+      return p.takeError();
+    a = *p;
+  }
+  double *runningMean = arrays[0], *runningVar = arrays[1],
+         *batchMean = arrays[2], *invStd = arrays[3], *alpha = arrays[4],
+         *beta = arrays[5];
   visitDType(x->dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (isFloatStorage<T>())
-      batchNorm<T>(x->as<const T>(), y->as<T>(), batch, params, inner, m, mul,
-                   b);
+    if constexpr (isFloatStorage<T>()) {
+      using C = ComputeT<T>;
+      batchStatistics<T>(x->as<const T>(), batch, channels, inner, *stats);
+      for (int64_t p = 0; p < params; ++p) {
+        const ChannelStats &st = (*stats)[p];
+        double popVar = st.varSum / count;
+        C inv = static_cast<C>(1 / std::sqrt(popVar + epsilon));
+        C a = inv * static_cast<C>(loadParam(*scale, p));
+        C mc = static_cast<C>(st.mean);
+        batchMean[p] = st.mean;
+        invStd[p] = static_cast<double>(inv);
+        alpha[p] = static_cast<double>(a);
+        beta[p] =
+            static_cast<double>(static_cast<C>(loadParam(*bias, p)) - mc * a);
+        runningMean[p] =
+            momentum * loadParam(*mean, p) + (1 - momentum) * st.mean;
+        // PyTorch's update: the unbiased variance, see the file comment.
+        runningVar[p] = momentum * loadParam(*var, p) +
+                        (1 - momentum) * (st.varSum / (count - 1));
+      }
+      affinePerChannel<T>(x->as<const T>(), y->as<T>(), batch, channels, inner,
+                          alpha, beta);
+    }
   });
+  // Written after the running statistics were read: a plan may give an
+  // output the memory of its input.
+  for (int i = 1; i <= 4; ++i)
+    if (TensorRef *t = call.output(i))
+      storeParam(*t, arrays[i - 1], params);
   return llvm::Error::success();
 }
 

@@ -17,9 +17,8 @@ static constexpr int64_t kCastParallelMin = int64_t(1) << 15;
 
 template <typename To, typename From>
 static void castElements(const From *src, To *dst, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= kCastParallelMin)
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = convertValue<To>(src[i]);
+  parallelFor(n, n >= kCastParallelMin,
+              [&](int64_t i) { dst[i] = convertValue<To>(src[i]); });
 }
 
 llvm::Error runCast(const KernelCall &call) {

@@ -22,10 +22,11 @@ llvm::Error runConv(const KernelCall &call) {
   auto cs = resolveConvShape("Conv", call.attrs, *x, *w, bias, *y);
   if (!cs)
     return cs.takeError();
-  dispatchConvFloat(*x, *w, bias, *y, [&](auto xp, auto wp, auto bp, auto yp) {
-    convForward(*cs, xp, wp, bp, yp);
-  });
-  return llvm::Error::success();
+  return dispatchConvFloat(call, *x, *w, bias, *y,
+                           convColumnElements(*cs, ConvLowering::Forward),
+                           [&](auto xp, auto wp, auto bp, auto yp, auto col) {
+                             convForward(*cs, xp, wp, bp, yp, col);
+                           });
 }
 
 llvm::Error runConvTranspose(const KernelCall &call) {
@@ -37,10 +38,11 @@ llvm::Error runConvTranspose(const KernelCall &call) {
       resolveConvTransposeShape("ConvTranspose", call.attrs, *x, *w, bias, *y);
   if (!cs)
     return cs.takeError();
-  dispatchConvFloat(*x, *w, bias, *y, [&](auto xp, auto wp, auto bp, auto yp) {
-    convTransposeForward(*cs, xp, wp, bp, yp);
-  });
-  return llvm::Error::success();
+  return dispatchConvFloat(call, *x, *w, bias, *y,
+                           convColumnElements(*cs, ConvLowering::Transpose),
+                           [&](auto xp, auto wp, auto bp, auto yp, auto col) {
+                             convTransposeForward(*cs, xp, wp, bp, yp, col);
+                           });
 }
 
 } // namespace zinc::cpu

@@ -1,8 +1,9 @@
 //===- ConvLowering.cpp - im2col/col2im + GEMM cores of Conv and gradients ===//
 //
 // The column matrix is built a few position rows (lines) at a time so that
-// its size stays bounded whatever the feature map; f32 runs sgemm, f64
-// dgemm (16-bit floats arrive widened to f32, see dispatchConvFloat).
+// its size stays bounded whatever the feature map (convLinesPerTile), in the
+// call's workspace; f32 runs sgemm, f64 dgemm (16-bit floats arrive widened
+// to f32, see dispatchConvFloat).
 //
 //===----------------------------------------------------------------------===//
 #include "ConvLowering.h"
@@ -15,9 +16,6 @@ namespace zinc::cpu {
 
 /// Below this many element operations, im2col/col2im run on one thread.
 static constexpr int64_t kParallelWork = 1 << 15;
-/// Upper bound on the elements of one column-matrix tile (16 MiB of f32):
-/// still thousands of GEMM columns for any realistic Cg*K.
-static constexpr int64_t kColumnBudget = int64_t(4) << 20;
 
 /// GEMM in f32 or f64: C[m,n] = A[m,k] (or A^T) * B[k,n] + beta * C.
 static void gemm(bool transA, int64_t m, int64_t n, int64_t k, const float *a,
@@ -104,8 +102,7 @@ static void im2col(const WindowGeometry &g, const C *image, int64_t channels,
   int64_t taps = g.kernelSize(), plane = g.inputSize();
   int64_t len = g.output.back(), s = g.strides.back();
   int64_t cols = (l1 - l0) * len, rows = channels * taps;
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelWork)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallelFor(rows, rows * cols > kParallelWork, [&](int64_t r) {
     const C *src = image + (r / taps) * plane;
     C *dst = col + r * cols;
     forEachTapLine(g, r % taps, l0, l1,
@@ -126,7 +123,7 @@ static void im2col(const WindowGeometry &g, const C *image, int64_t channels,
                          out[p] = in[(p - lo) * s];
                      std::fill(out + hi, out + len, C(0));
                    });
-  }
+  });
 }
 
 /// The adjoint of im2col: image value read by row r at position p gets
@@ -138,9 +135,7 @@ static void col2im(const WindowGeometry &g, const C *col, int64_t channels,
   int64_t taps = g.kernelSize(), plane = g.inputSize();
   int64_t len = g.output.back(), s = g.strides.back();
   int64_t cols = (l1 - l0) * len;
-#pragma omp parallel for schedule(static) if (channels * taps * cols >         \
-                                              kParallelWork)
-  for (int64_t c = 0; c < channels; ++c) {
+  parallelFor(channels, channels * taps * cols > kParallelWork, [&](int64_t c) {
     C *dst = image + c * plane;
     for (int64_t k = 0; k < taps; ++k) {
       const C *src = col + (c * taps + k) * cols;
@@ -155,15 +150,13 @@ static void col2im(const WindowGeometry &g, const C *col, int64_t channels,
                          out[(p - lo) * s] += in[p];
                      });
     }
-  }
+  });
 }
 
 /// Lines of positions per column tile for `rows` column rows.
 static int64_t linesPerTile(const WindowGeometry &g, int64_t rows) {
   int64_t len = std::max<int64_t>(g.output.back(), 1);
-  int64_t lines = g.outputSize() / len;
-  return std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(rows * len, 1),
-                             1, std::max<int64_t>(lines, 1));
+  return convLinesPerTile(rows, len, g.outputSize() / len);
 }
 
 static bool isPointwise(const WindowGeometry &g) {
@@ -174,15 +167,27 @@ static bool isPointwise(const WindowGeometry &g) {
   return true;
 }
 
+int64_t convColumnElements(const ConvShape &cs, ConvLowering lowering) {
+  const WindowGeometry &g = cs.geom;
+  int64_t rows = cs.imagePerGroup * g.kernelSize();
+  if (rows == 0 || g.outputSize() == 0 || cs.positionPerGroup == 0 ||
+      isPointwise(g))
+    return 0;
+  if (lowering == ConvLowering::Forward && cs.imagePerGroup == 1 &&
+      cs.group > 1)
+    return 0; // depthwiseForward needs no columns
+  return rows * linesPerTile(g, rows) * g.output.back();
+}
+
 /// Sets every plane of y [N, M, spatial] to its channel's bias (or zero).
 template <typename C>
 static void fillBias(C *y, const C *bias, int64_t batch, int64_t channels,
                      int64_t plane) {
-#pragma omp parallel for schedule(static) if (batch * channels * plane >       \
-                                              kParallelWork)
-  for (int64_t i = 0; i < batch * channels; ++i)
+  bool big = batch * channels * plane > kParallelWork;
+  parallelFor(batch * channels, big, [&](int64_t i) {
     std::fill(y + i * plane, y + (i + 1) * plane,
               bias ? bias[i % channels] : C(0));
+  });
 }
 
 /// Depthwise Conv (one input channel per group): each output plane is a
@@ -198,9 +203,8 @@ static void depthwiseForward(const ConvShape &cs, const C *x, const C *w,
   int64_t len = g.output.back(), lines = outPlane / len;
   int64_t s = g.strides.back();
   int64_t outChannels = cs.group * mg, planes = cs.batch * outChannels;
-#pragma omp parallel for schedule(static) if (planes * outPlane * taps >       \
-                                              kParallelWork)
-  for (int64_t plane = 0; plane < planes; ++plane) {
+  bool big = planes * outPlane * taps > kParallelWork;
+  parallelFor(planes, big, [&](int64_t plane) {
     int64_t n = plane / outChannels, oc = plane % outChannels;
     const C *xp = x + (n * cs.group + oc / mg) * inPlane;
     C *yp = y + plane * outPlane;
@@ -222,12 +226,12 @@ static void depthwiseForward(const ConvShape &cs, const C *x, const C *w,
                            out[p] += wv * in[p * s];
                      });
     }
-  }
+  });
 }
 
 template <typename C>
 void convForward(const ConvShape &cs, const C *x, const C *w, const C *bias,
-                 C *y) {
+                 C *y, C *col) {
   const WindowGeometry &g = cs.geom;
   int64_t cg = cs.imagePerGroup, mg = cs.positionPerGroup;
   int64_t inPlane = g.inputSize(), outPlane = g.outputSize();
@@ -244,7 +248,6 @@ void convForward(const ConvShape &cs, const C *x, const C *w, const C *bias,
   }
   int64_t len = g.output.back(), lines = outPlane / len;
   int64_t tile = linesPerTile(g, rows);
-  std::vector<C> col(pointwise ? 0 : rows * tile * len);
   for (int64_t n = 0; n < cs.batch; ++n)
     for (int64_t grp = 0; grp < cs.group; ++grp) {
       const C *xg = x + (n * inChannels + grp * cg) * inPlane;
@@ -256,16 +259,16 @@ void convForward(const ConvShape &cs, const C *x, const C *w, const C *bias,
       }
       for (int64_t l0 = 0; l0 < lines; l0 += tile) {
         int64_t l1 = std::min(lines, l0 + tile), cols = (l1 - l0) * len;
-        im2col(g, xg, cg, l0, l1, col.data());
-        gemm(false, mg, cols, rows, wg, rows, col.data(), cols, C(1),
-             yg + l0 * len, outPlane);
+        im2col(g, xg, cg, l0, l1, col);
+        gemm(false, mg, cols, rows, wg, rows, col, cols, C(1), yg + l0 * len,
+             outPlane);
       }
     }
 }
 
 template <typename C>
 void convTransposeForward(const ConvShape &cs, const C *x, const C *w,
-                          const C *bias, C *y) {
+                          const C *bias, C *y, C *col) {
   const WindowGeometry &g = cs.geom;
   int64_t cg = cs.positionPerGroup, mg = cs.imagePerGroup;
   int64_t xPlane = g.outputSize(), yPlane = g.inputSize();
@@ -277,7 +280,6 @@ void convTransposeForward(const ConvShape &cs, const C *x, const C *w,
   bool pointwise = isPointwise(g);
   int64_t len = g.output.back(), lines = xPlane / len;
   int64_t tile = linesPerTile(g, rows);
-  std::vector<C> col(pointwise ? 0 : rows * tile * len);
   for (int64_t n = 0; n < cs.batch; ++n)
     for (int64_t grp = 0; grp < cs.group; ++grp) {
       const C *xg = x + (n * inChannels + grp * cg) * xPlane;
@@ -290,16 +292,16 @@ void convTransposeForward(const ConvShape &cs, const C *x, const C *w,
       }
       for (int64_t l0 = 0; l0 < lines; l0 += tile) {
         int64_t l1 = std::min(lines, l0 + tile), cols = (l1 - l0) * len;
-        gemm(true, rows, cols, cg, wg, rows, xg + l0 * len, xPlane, C(0),
-             col.data(), cols);
-        col2im(g, col.data(), mg, l0, l1, yg);
+        gemm(true, rows, cols, cg, wg, rows, xg + l0 * len, xPlane, C(0), col,
+             cols);
+        col2im(g, col, mg, l0, l1, yg);
       }
     }
 }
 
 template <typename C>
 void convWeightGrad(const ConvShape &cs, const C *image, const C *positionGrad,
-                    C *dw) {
+                    C *dw, C *col) {
   const WindowGeometry &g = cs.geom;
   int64_t cg = cs.imagePerGroup, mg = cs.positionPerGroup;
   int64_t inPlane = g.inputSize(), outPlane = g.outputSize();
@@ -311,7 +313,6 @@ void convWeightGrad(const ConvShape &cs, const C *image, const C *positionGrad,
   bool pointwise = isPointwise(g);
   int64_t len = g.output.back(), lines = outPlane / len;
   int64_t tile = linesPerTile(g, rows);
-  std::vector<C> col(pointwise ? 0 : rows * tile * len);
   // The batch is the GEMMs' outer loop: each adds its items into dW (beta
   // 1), in batch order, so the sum does not depend on the thread count.
   for (int64_t n = 0; n < cs.batch; ++n)
@@ -326,25 +327,27 @@ void convWeightGrad(const ConvShape &cs, const C *image, const C *positionGrad,
       }
       for (int64_t l0 = 0; l0 < lines; l0 += tile) {
         int64_t l1 = std::min(lines, l0 + tile), cols = (l1 - l0) * len;
-        im2col(g, ig, cg, l0, l1, col.data());
-        gemmAccumulateTransB(mg, rows, cols, pg + l0 * len, outPlane,
-                             col.data(), cols, dwg, rows);
+        im2col(g, ig, cg, l0, l1, col);
+        gemmAccumulateTransB(mg, rows, cols, pg + l0 * len, outPlane, col, cols,
+                             dwg, rows);
       }
     }
 }
 
 template void convForward(const ConvShape &, const float *, const float *,
-                          const float *, float *);
+                          const float *, float *, float *);
 template void convForward(const ConvShape &, const double *, const double *,
-                          const double *, double *);
+                          const double *, double *, double *);
 template void convTransposeForward(const ConvShape &, const float *,
-                                   const float *, const float *, float *);
+                                   const float *, const float *, float *,
+                                   float *);
 template void convTransposeForward(const ConvShape &, const double *,
-                                   const double *, const double *, double *);
+                                   const double *, const double *, double *,
+                                   double *);
 template void convWeightGrad(const ConvShape &, const float *, const float *,
-                             float *);
+                             float *, float *);
 template void convWeightGrad(const ConvShape &, const double *, const double *,
-                             double *);
+                             double *, double *);
 
 llvm::Error checkConvOperands(llvm::StringRef op, const TensorRef *x,
                               const TensorRef *w, const TensorRef *bias,

@@ -19,7 +19,6 @@
 #include "KernelUtil.h"
 #include "WindowGeometry.h"
 #include <type_traits>
-#include <vector>
 
 namespace zinc::cpu {
 
@@ -32,23 +31,34 @@ struct ConvShape {
   WindowGeometry geom;
 };
 
-/// positions = W (*) image + bias: Conv's forward. `bias` may be null.
+/// The three lowerings.
+enum class ConvLowering { Forward, Transpose, WeightGrad };
+
+/// Elements of the column tile `lowering` of `cs` works in: the `col`
+/// argument of the cores below (0 when it needs none: pointwise, depthwise).
+/// kernelWorkspaceBytes counts the same.
+int64_t convColumnElements(const ConvShape &cs, ConvLowering lowering);
+
+/// positions = W (*) image + bias: Conv's forward. `bias` may be null; `col`
+/// holds convColumnElements(cs, Forward) elements.
 template <typename C>
 void convForward(const ConvShape &cs, const C *image, const C *w, const C *bias,
-                 C *positions);
+                 C *positions, C *col);
 
 /// image = W^T (*) positions + bias: ConvTranspose's forward, and the input
-/// gradient of Conv. `bias` may be null.
+/// gradient of Conv. `bias` may be null; `col` holds
+/// convColumnElements(cs, Transpose) elements.
 template <typename C>
 void convTransposeForward(const ConvShape &cs, const C *positions, const C *w,
-                          const C *bias, C *image);
+                          const C *bias, C *image, C *col);
 
 /// dW = sum over the batch of positionGrad (*) image^T: the weight gradient
 /// of Conv (image X, positions dY) and of ConvTranspose (image dY,
-/// positions X). Overwrites dw.
+/// positions X). Overwrites dw; `col` holds convColumnElements(cs,
+/// WeightGrad) elements.
 template <typename C>
 void convWeightGrad(const ConvShape &cs, const C *image, const C *positionGrad,
-                    C *dw);
+                    C *dw, C *col);
 
 /// Checks dtypes (one float type for all) and the [N, C, spatial...] ranks
 /// of three operands and an optional per-channel bias.
@@ -75,44 +85,65 @@ template <typename T>
 using GemmT = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 /// `t`'s data as GemmT<T>: the buffer itself when the types agree, else a
-/// widened copy kept in `keep`.
+/// widened copy in a piece of the call's workspace. Null for a null `t`.
 template <typename T>
-const GemmT<T> *widen(const TensorRef *t, std::vector<GemmT<T>> &keep) {
+llvm::Expected<const GemmT<T> *> widen(const KernelCall &call,
+                                       const TensorRef *t) {
   if (!t)
     return nullptr;
   if constexpr (std::is_same_v<T, GemmT<T>>) {
     return t->as<const T>();
   } else {
+    auto keep = call.scratch<GemmT<T>>(t->numElements());
+    if (!keep)
+      return keep.takeError();
     const T *src = t->as<const T>();
-    keep.resize(t->numElements());
-    for (size_t i = 0; i < keep.size(); ++i)
-      keep[i] = load(src[i]);
-    return keep.data();
+    for (int64_t i = 0; i < t->numElements(); ++i)
+      (*keep)[i] = load(src[i]);
+    return *keep;
   }
 }
 
-/// Runs `body(a, b, c, out)` in the GEMM type of a's dtype: 16-bit floats
-/// are widened to f32 once and rounded once on store. `c` may be null.
+/// Runs `body(a, b, c, out, col)` in the GEMM type of a's dtype, with `col`
+/// a column tile of `columns` elements: 16-bit floats are widened to f32
+/// once (a, b, c and out, in that order) and rounded once on store. Every
+/// buffer comes from the call's workspace; `c` may be null.
 template <typename Body>
-void dispatchConvFloat(const TensorRef &a, const TensorRef &b,
-                       const TensorRef *c, TensorRef &out, Body &&body) {
-  visitDType(a.dtype, [&](auto tag) {
+llvm::Error dispatchConvFloat(const KernelCall &call, const TensorRef &a,
+                              const TensorRef &b, const TensorRef *c,
+                              TensorRef &out, int64_t columns, Body &&body) {
+  return visitDType(a.dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
       using C = GemmT<T>;
-      std::vector<C> as, bs, cs;
-      const C *ap = widen<T>(&a, as), *bp = widen<T>(&b, bs),
-              *cp = widen<T>(c, cs);
+      auto ap = widen<T>(call, &a);
+      if (!ap)
+        return ap.takeError();
+      auto bp = widen<T>(call, &b);
+      if (!bp)
+        return bp.takeError();
+      auto cp = widen<T>(call, c);
+      if (!cp)
+        return cp.takeError();
       if constexpr (std::is_same_v<T, C>) {
-        body(ap, bp, cp, out.as<C>());
+        auto col = call.scratch<C>(columns);
+        if (!col)
+          return col.takeError();
+        body(*ap, *bp, *cp, out.as<C>(), *col);
       } else {
-        std::vector<C> outs(out.numElements());
-        body(ap, bp, cp, outs.data());
+        auto outs = call.scratch<C>(out.numElements());
+        if (!outs)
+          return outs.takeError();
+        auto col = call.scratch<C>(columns);
+        if (!col)
+          return col.takeError();
+        body(*ap, *bp, *cp, *outs, *col);
         T *dst = out.as<T>();
-        for (size_t i = 0; i < outs.size(); ++i)
-          dst[i] = store<T>(outs[i]);
+        for (int64_t i = 0; i < out.numElements(); ++i)
+          dst[i] = store<T>((*outs)[i]);
       }
     }
+    return llvm::Error::success();
   });
 }
 

@@ -304,20 +304,24 @@ Error runGather(const KernelCall &call) {
   if (Error e = checkOutputShape(call, out, shape))
     return e;
 
+  // Indices are read where they are used (a token batch can hold many):
+  // checked here, wrapped in the loop.
   int64_t dim = data.shape[axis];
-  Dims idx = loadIndexList(indices);
-  for (size_t i = 0; i < idx.size(); ++i) {
-    if (idx[i] < -dim || idx[i] >= dim)
-      return kernelError("Gather: index " + Twine(idx[i]) + " at position " +
+  int64_t count = indices.numElements();
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v = loadIndex(indices, i);
+    if (v < -dim || v >= dim)
+      return kernelError("Gather: index " + Twine(v) + " at position " +
                          Twine(i) + " is out of range for axis " + Twine(axis) +
                          " of size " + Twine(dim));
-    if (idx[i] < 0)
-      idx[i] += dim;
   }
+  auto idx = [&](int64_t j) {
+    int64_t v = loadIndex(indices, j);
+    return v < 0 ? v + dim : v;
+  };
   int64_t outer = numElements(ArrayRef<int64_t>(data.shape).take_front(axis));
   int64_t inner =
       numElements(ArrayRef<int64_t>(data.shape).drop_front(axis + 1));
-  int64_t count = static_cast<int64_t>(idx.size());
   visitElementSize(dtypeSize(data.dtype), [&](auto tag) {
     using E = decltype(tag);
     const E *src = data.as<E>();
@@ -326,7 +330,7 @@ Error runGather(const KernelCall &call) {
                    [&](int64_t begin, int64_t end) {
                      for (int64_t k = begin; k < end; ++k) {
                        int64_t o = k / count, j = k % count;
-                       const E *from = src + (o * dim + idx[j]) * inner;
+                       const E *from = src + (o * dim + idx(j)) * inner;
                        if (inner == 1)
                          dst[k] = *from;
                        else

@@ -121,7 +121,7 @@ static void forEachRow(const RowPlan<N> &p, RowFn &&fn) {
       fn(row * p.inner + begin, off, len);
     }
   };
-  if (total < kParallelMin || tasks == 1) {
+  if (!useThreads(total >= kParallelMin && tasks > 1)) {
     runTasks(0, tasks);
     return;
   }

@@ -8,6 +8,7 @@
 #define ZINC_RUNTIME_CPU_KERNELS_KERNELUTIL_H
 
 #include "zinc/runtime/cpu/Kernel.h"
+#include "zinc/runtime/cpu/Parallel.h"
 #include "zinc/support/Float16.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include <array>

@@ -6,7 +6,9 @@
 // one implementation that differs only in that first step.
 //
 // Sums are accumulated per sample n in double and then added in order of n,
-// so the loss does not depend on the number of threads.
+// so the loss does not depend on the number of threads. The per-position
+// log-sum-exp (and maximum) and the per-sample sums live in the call's
+// workspace, indexed by position, so threads need no scratch of their own.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
@@ -14,7 +16,6 @@
 #include "llvm/ADT/Twine.h"
 #include <cmath>
 #include <limits>
-#include <vector>
 
 using llvm::Error;
 using llvm::Twine;
@@ -115,10 +116,11 @@ static llvm::Expected<LossProblem> readProblem(const KernelCall &call,
 
 /// Computes one sample n: its log-probabilities (a log-softmax over C when
 /// `softmax`, the input itself otherwise), the per-position losses, and
-/// the sums of weighted loss and of weights over its positions.
+/// the sums of weighted loss and of weights over its positions. `lse` and
+/// `maxv` hold the sample's D positions.
 template <typename T, typename Tgt>
 static void lossForSample(const LossProblem &p, bool softmax, int64_t n,
-                          std::vector<ComputeT<T>> &lse, double &lossSum,
+                          ComputeT<T> *lse, ComputeT<T> *maxv, double &lossSum,
                           double &weightSum) {
   using C = ComputeT<T>;
   const int64_t numC = p.c, numD = p.d;
@@ -128,7 +130,7 @@ static void lossForSample(const LossProblem &p, bool softmax, int64_t n,
 
   // lse[d] = log(sum_c exp(x[c, d])), computed stably around the maximum;
   // the loops run over d innermost so they are contiguous.
-  lse.assign(numD, C(0));
+  std::fill(lse, lse + numD, C(0));
   if (softmax && numD == 1) {
     // [N, C] (the common language-model case): one contiguous row.
     C m = -std::numeric_limits<C>::infinity(), sum = 0;
@@ -143,7 +145,7 @@ static void lossForSample(const LossProblem &p, bool softmax, int64_t n,
         lp[c] = store<T>(load(x[c]) - lse[0]);
     }
   } else if (softmax) {
-    std::vector<C> maxv(numD, -std::numeric_limits<C>::infinity());
+    std::fill(maxv, maxv + numD, -std::numeric_limits<C>::infinity());
     for (int64_t c = 0; c < numC; ++c)
       for (int64_t d = 0; d < numD; ++d)
         maxv[d] = std::max(maxv[d], load(x[c * numD + d]));
@@ -179,21 +181,54 @@ static void lossForSample(const LossProblem &p, bool softmax, int64_t n,
   weightSum = wsum;
 }
 
+/// Pieces of the call's workspace, as kernelWorkspaceBytes counts them.
+template <typename T> struct LossScratch {
+  ComputeT<T> *lse = nullptr, *maxv = nullptr;
+  double *lossSums = nullptr, *weightSums = nullptr;
+};
+
+template <typename T>
+static llvm::Expected<LossScratch<T>>
+takeScratch(const KernelCall &call, const LossProblem &p, bool softmax) {
+  LossScratch<T> s;
+  int64_t positions = p.n * p.d;
+  auto lse = call.scratch<ComputeT<T>>(positions);
+  if (!lse)
+    return lse.takeError();
+  s.lse = *lse;
+  if (softmax && p.d > 1) {
+    auto maxv = call.scratch<ComputeT<T>>(positions);
+    if (!maxv)
+      return maxv.takeError();
+    s.maxv = *maxv;
+  }
+  auto sums = call.scratch<double>(p.n);
+  if (!sums)
+    return sums.takeError();
+  auto weights = call.scratch<double>(p.n);
+  if (!weights)
+    return weights.takeError();
+  s.lossSums = *sums;
+  s.weightSums = *weights;
+  return s;
+}
+
 template <typename T, typename Tgt>
-static void computeLoss(const LossProblem &p, bool softmax) {
-  std::vector<double> lossSums(p.n), weightSums(p.n);
+static void computeLoss(const LossProblem &p, bool softmax,
+                        const LossScratch<T> &s) {
   size_t work = static_cast<size_t>(p.input->byteSize()) * (softmax ? 3 : 1);
   parallelRanges(p.n, work, [&](int64_t begin, int64_t end) {
-    std::vector<ComputeT<T>> lse;
     for (int64_t n = begin; n < end; ++n)
-      lossForSample<T, Tgt>(p, softmax, n, lse, lossSums[n], weightSums[n]);
+      lossForSample<T, Tgt>(p, softmax, n, s.lse + n * p.d,
+                            s.maxv ? s.maxv + n * p.d : nullptr, s.lossSums[n],
+                            s.weightSums[n]);
   });
   if (p.reduction == ReductionKind::None)
     return;
   double sum = 0, wsum = 0;
   for (int64_t n = 0; n < p.n; ++n) {
-    sum += lossSums[n];
-    wsum += weightSums[n];
+    sum += s.lossSums[n];
+    wsum += s.weightSums[n];
   }
   // Mean divides by the total weight of the non-ignored positions (their
   // count without weights); all ignored gives 0/0 = NaN, as in PyTorch.
@@ -206,16 +241,19 @@ static Error runLoss(const KernelCall &call, bool softmax) {
   if (!problem)
     return problem.takeError();
   const LossProblem &p = *problem;
-  visitDType(p.input->dtype, [&](auto tag) {
+  return visitDType(p.input->dtype, [&](auto tag) -> Error {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
+      auto s = takeScratch<T>(call, p, softmax);
+      if (!s)
+        return s.takeError();
       if (p.target->dtype == DType::I64)
-        computeLoss<T, int64_t>(p, softmax);
+        computeLoss<T, int64_t>(p, softmax, *s);
       else
-        computeLoss<T, int32_t>(p, softmax);
+        computeLoss<T, int32_t>(p, softmax, *s);
     }
+    return Error::success();
   });
-  return Error::success();
 }
 
 Error runSoftmaxCrossEntropyLoss(const KernelCall &call) {

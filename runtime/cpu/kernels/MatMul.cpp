@@ -1,9 +1,10 @@
 //===- MatMul.cpp - MatMul (numpy semantics) and Gemm cpu kernels ---------===//
 //
-// f32 and f64 products go to OpenBLAS; f16 and bf16 are widened to float,
-// multiplied by sgemm and rounded once; integers use a plain loop that wraps
-// like numpy. MatMul folds a batch that shares one right-hand matrix into a
-// single tall GEMM, the shape of every linear layer.
+// f32 and f64 products go to OpenBLAS; f16 and bf16 are widened to float a
+// block at a time into the call's workspace (KernelWorkspace.h sizes the
+// blocks), multiplied by sgemm and rounded once; integers use a plain loop
+// that wraps like numpy. MatMul folds a batch that shares one right-hand
+// matrix into a single tall GEMM, the shape of every linear layer.
 //
 //===----------------------------------------------------------------------===//
 #include "Convert.h"
@@ -12,17 +13,11 @@
 #include "llvm/ADT/Twine.h"
 #include <cblas.h>
 #include <climits>
-#include <vector>
 
 namespace zinc::cpu {
 
 /// Below this many multiply-adds thread start-up costs more than it saves.
 static constexpr int64_t kParallelMin = int64_t(1) << 16;
-
-/// One batch element of a product: where its operands and result start.
-struct BatchOffsets {
-  int64_t a, b, y;
-};
 
 static void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, const float *b, float beta,
@@ -55,36 +50,90 @@ static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
 }
 
 /// Integer product, y = op(a) op(b) with wrapping arithmetic, over threads
-/// by output row.
+/// by output row. Each row accumulates in y itself: arithmetic modulo 2^32
+/// (or 2^64) truncated to T's width is arithmetic modulo T's width, so
+/// storing after every step changes nothing.
 template <typename T>
 static void intGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                     const T *a, const T *b, T *y) {
   using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
                                std::make_unsigned_t<T>>;
-#pragma omp parallel for schedule(static) if (m * n * k >= kParallelMin)
-  for (int64_t i = 0; i < m; ++i) {
-    std::vector<W> acc(n, 0);
+  parallelFor(m, m * n * k >= kParallelMin, [&](int64_t i) {
+    T *row = y + i * n;
+    std::fill(row, row + n, T(0));
     for (int64_t p = 0; p < k; ++p) {
       W av = static_cast<W>(ta ? a[p * m + i] : a[i * k + p]);
       if (tb)
         for (int64_t j = 0; j < n; ++j)
-          acc[j] += av * static_cast<W>(b[j * k + p]);
+          row[j] = static_cast<T>(static_cast<W>(row[j]) +
+                                  av * static_cast<W>(b[j * k + p]));
       else
         for (int64_t j = 0; j < n; ++j)
-          acc[j] += av * static_cast<W>(b[p * n + j]);
+          row[j] = static_cast<T>(static_cast<W>(row[j]) +
+                                  av * static_cast<W>(b[p * n + j]));
     }
-    for (int64_t j = 0; j < n; ++j)
-      y[i * n + j] = static_cast<T>(acc[j]);
-  }
+  });
 }
 
-/// Widens a 16-bit float tensor to float for sgemm.
-template <typename T> static std::vector<float> widen(const TensorRef &t) {
-  std::vector<float> out(t.numElements());
-  const T *p = t.as<const T>();
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = load(p[i]);
-  return out;
+/// The f32 blocks of a 16-bit GEMM, taken from the call's workspace in the
+/// order and sizes kernelWorkspaceBytes counts them.
+struct WidenedBlocks {
+  float *a = nullptr, *b = nullptr, *y = nullptr;
+};
+
+static llvm::Expected<WidenedBlocks>
+takeWidenedBlocks(const KernelCall &call, int64_t m, int64_t n, int64_t k) {
+  int64_t bm = std::min(m, kWidenBlockM), bn = std::min(n, kWidenBlockN),
+          bk = std::min(k, kWidenBlockK);
+  WidenedBlocks w;
+  auto a = call.scratch<float>(bm * bk);
+  if (!a)
+    return a.takeError();
+  auto b = call.scratch<float>(bk * bn);
+  if (!b)
+    return b.takeError();
+  auto y = call.scratch<float>(bm * bn);
+  if (!y)
+    return y.takeError();
+  w.a = *a;
+  w.b = *b;
+  w.y = *y;
+  return w;
+}
+
+/// y[m,n] = alpha * op(a) op(b) + beta * C for a 16-bit float T, in f32
+/// blocks: each block of Y starts as beta * C (zero without `useC`),
+/// accumulates the products of widened blocks of A and B (sgemm, beta 1)
+/// and is rounded once into y. `c(i, j)` reads C at Y's [i, j].
+template <typename T, typename CFn>
+static void widenedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                        float alpha, const T *a, const T *b, float beta,
+                        CFn &&c, bool useC, T *y, const WidenedBlocks &w) {
+  for (int64_t i0 = 0; i0 < m; i0 += kWidenBlockM) {
+    int64_t mb = std::min(kWidenBlockM, m - i0);
+    for (int64_t j0 = 0; j0 < n; j0 += kWidenBlockN) {
+      int64_t nb = std::min(kWidenBlockN, n - j0);
+      for (int64_t i = 0; i < mb; ++i)
+        for (int64_t j = 0; j < nb; ++j)
+          w.y[i * nb + j] = useC ? beta * c(i0 + i, j0 + j) : 0.0f;
+      for (int64_t p0 = 0; p0 < k; p0 += kWidenBlockK) {
+        int64_t kb = std::min(kWidenBlockK, k - p0);
+        for (int64_t i = 0; i < mb; ++i)
+          for (int64_t p = 0; p < kb; ++p)
+            w.a[i * kb + p] =
+                load(ta ? a[(p0 + p) * m + i0 + i] : a[(i0 + i) * k + p0 + p]);
+        for (int64_t p = 0; p < kb; ++p)
+          for (int64_t j = 0; j < nb; ++j)
+            w.b[p * nb + j] =
+                load(tb ? b[(j0 + j) * k + p0 + p] : b[(p0 + p) * n + j0 + j]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, nb, kb,
+                    alpha, w.a, kb, w.b, nb, 1.0f, w.y, nb);
+      }
+      for (int64_t i = 0; i < mb; ++i)
+        for (int64_t j = 0; j < nb; ++j)
+          y[(i0 + i) * n + j0 + j] = store<T>(w.y[i * nb + j]);
+    }
+  }
 }
 
 static llvm::Error checkBlasDims(const KernelCall &call,
@@ -139,51 +188,61 @@ llvm::Error runMatMul(const KernelCall &call) {
   if (auto err = checkBlasDims(call, {m, n, k}))
     return err;
 
-  // The offsets of every batch element. When the right operand is one
-  // matrix, the whole batch of the left is one tall [batch*M, K] product.
-  std::vector<BatchOffsets> items;
+  // When the right operand is one matrix, the whole batch of the left is
+  // one tall [batch*M, K] product; else one product per batch element, at
+  // the offsets the broadcast gives.
   int64_t rows = m;
-  if (zinc::numElements(batchB) == 1 &&
-      zinc::numElements(batchA) == zinc::numElements(batch)) {
+  bool folded = zinc::numElements(batchB) == 1 &&
+                zinc::numElements(batchA) == zinc::numElements(batch);
+  if (folded) {
     rows = m * zinc::numElements(batch);
     if (auto err = checkBlasDims(call, {rows}))
       return err;
-    items.push_back({0, 0, 0});
-  } else {
-    llvm::SmallVector<int64_t, 6> sa = broadcastStrides(batchA, batch);
-    llvm::SmallVector<int64_t, 6> sb = broadcastStrides(batchB, batch);
-    for (int64_t &s : sa)
-      s *= m * k;
-    for (int64_t &s : sb)
-      s *= k * n;
+  }
+  llvm::SmallVector<int64_t, 6> sa = broadcastStrides(batchA, batch);
+  llvm::SmallVector<int64_t, 6> sb = broadcastStrides(batchB, batch);
+  for (int64_t &s : sa)
+    s *= m * k;
+  for (int64_t &s : sb)
+    s *= k * n;
+  // Calls fn(aOffset, bOffset, yOffset) for every product.
+  auto forEachProduct = [&](auto &&fn) {
+    if (folded) {
+      fn(0, 0, 0);
+      return;
+    }
     int64_t yOff = 0;
     forEachStrided<2>(batch, {sa, sb}, [&](const std::array<int64_t, 2> &o) {
-      items.push_back({o[0], o[1], yOff});
+      fn(o[0], o[1], yOff);
       yOff += m * n;
     });
-  }
+  };
 
   return visitDType(a->dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
-      for (const BatchOffsets &it : items)
-        gemm<T>(false, false, rows, n, k, 1, pa + it.a, pb + it.b, 0,
-                y->as<T>() + it.y);
+      forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
+        gemm<T>(false, false, rows, n, k, 1, pa + ao, pb + bo, 0,
+                y->as<T>() + yo);
+      });
     } else if constexpr (isFloatStorage<T>()) {
-      std::vector<float> fa = widen<T>(*a), fb = widen<T>(*b);
-      std::vector<float> fy(y->numElements());
-      for (const BatchOffsets &it : items)
-        gemm<float>(false, false, rows, n, k, 1, fa.data() + it.a,
-                    fb.data() + it.b, 0, fy.data() + it.y);
-      T *py = y->as<T>();
-      for (size_t i = 0; i < fy.size(); ++i)
-        py[i] = store<T>(fy[i]);
+      if (rows == 0 || n == 0)
+        return llvm::Error::success();
+      auto blocks = takeWidenedBlocks(call, rows, n, k);
+      if (!blocks)
+        return blocks.takeError();
+      const T *pa = a->as<const T>(), *pb = b->as<const T>();
+      auto noC = [](int64_t, int64_t) { return 0.0f; };
+      forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
+        widenedGemm<T>(false, false, rows, n, k, 1.0f, pa + ao, pb + bo, 0.0f,
+                       noC, false, y->as<T>() + yo, *blocks);
+      });
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
-      for (const BatchOffsets &it : items)
-        intGemm<T>(false, false, rows, n, k, pa + it.a, pb + it.b,
-                   y->as<T>() + it.y);
+      forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
+        intGemm<T>(false, false, rows, n, k, pa + ao, pb + bo, y->as<T>() + yo);
+      });
     }
     return llvm::Error::success();
   });
@@ -240,38 +299,32 @@ llvm::Error runGemm(const KernelCall &call) {
 
   return visitDType(t, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
-    if constexpr (isFloatStorage<T>()) {
-      // Float and double run in place; the 16-bit floats in a float copy.
-      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-      constexpr bool inPlace = std::is_same_v<T, C>;
-      std::vector<float> fa, fb, fy;
-      const C *pa, *pb;
-      C *py;
-      if constexpr (inPlace) {
-        pa = a->as<const C>();
-        pb = b->as<const C>();
-        py = y->as<C>();
-      } else {
-        fa = widen<T>(*a);
-        fb = widen<T>(*b);
-        fy.resize(m * n);
-        pa = fa.data();
-        pb = fb.data();
-        py = fy.data();
-      }
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      // BLAS accumulates onto C copied into Y.
+      T *py = y->as<T>();
       if (useC) {
         const T *pc = c->as<const T>();
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j)
-            py[i * n + j] = static_cast<C>(load(pc[i * cs[0] + j * cs[1]]));
+            py[i * n + j] = pc[i * cs[0] + j * cs[1]];
       }
-      gemm<C>(ta, tb, m, n, k, static_cast<C>(alpha), pa, pb,
-              useC ? static_cast<C>(beta) : C(0), py);
-      if constexpr (!inPlace) {
-        T *out = y->as<T>();
-        for (int64_t i = 0; i < m * n; ++i)
-          out[i] = store<T>(fy[i]);
-      }
+      gemm<T>(ta, tb, m, n, k, static_cast<T>(alpha), a->as<const T>(),
+              b->as<const T>(), useC ? static_cast<T>(beta) : T(0), py);
+    } else if constexpr (isFloatStorage<T>()) {
+      // The 16-bit floats in f32 blocks of the workspace.
+      if (m == 0 || n == 0)
+        return llvm::Error::success();
+      auto blocks = takeWidenedBlocks(call, m, n, k);
+      if (!blocks)
+        return blocks.takeError();
+      const T *pc = useC ? c->as<const T>() : nullptr;
+      auto readC = [&](int64_t i, int64_t j) {
+        return static_cast<float>(load(pc[i * cs[0] + j * cs[1]]));
+      };
+      widenedGemm<T>(ta, tb, m, n, k, static_cast<float>(alpha),
+                     a->as<const T>(), b->as<const T>(),
+                     static_cast<float>(beta), readC, useC, y->as<T>(),
+                     *blocks);
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       T *py = y->as<T>();
       intGemm<T>(ta, tb, m, n, k, a->as<const T>(), b->as<const T>(), py);

@@ -3,7 +3,9 @@
 // All three normalise rows: the input is viewed as [outer, D, inner] with the
 // statistic taken over D. Statistics are accumulated in double so that a long
 // row (a vocabulary, a hidden size of 64K) keeps its digits; the 16-bit
-// floats are computed in float and rounded once on store.
+// floats are computed in float and rounded once on store. Softmax needs no
+// scratch (exp is recomputed rather than buffered); LayerNormalization
+// takes its expanded Scale and B from the call's workspace.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
@@ -12,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 namespace zinc::cpu {
 
@@ -40,9 +41,10 @@ static llvm::Error checkFloatSameShape(const KernelCall &call) {
 // Softmax and LogSoftmax
 //===----------------------------------------------------------------------===//
 
-/// Softmax over contiguous rows of length d; `scratch` holds d values.
+/// Softmax over one contiguous row of length d. x - max is recomputed in
+/// each pass rather than kept, which gives the same values without scratch.
 template <bool isLog, typename T, typename C>
-static void softmaxRow(const T *x, T *y, int64_t d, C *scratch) {
+static void softmaxRow(const T *x, T *y, int64_t d) {
   C m = -std::numeric_limits<C>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < d; ++j)
@@ -50,18 +52,18 @@ static void softmaxRow(const T *x, T *y, int64_t d, C *scratch) {
   double sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < d; ++j) {
-    scratch[j] = static_cast<C>(load(x[j])) - m;
-    sum += std::exp(scratch[j]);
+    C v = static_cast<C>(load(x[j])) - m;
+    sum += std::exp(v);
   }
   if constexpr (isLog) {
     C logSum = static_cast<C>(std::log(sum));
 #pragma omp simd
     for (int64_t j = 0; j < d; ++j)
-      y[j] = store<T>(scratch[j] - logSum);
+      y[j] = store<T>((static_cast<C>(load(x[j])) - m) - logSum);
   } else {
     C inv = static_cast<C>(1.0 / sum);
     for (int64_t j = 0; j < d; ++j)
-      y[j] = store<T>(std::exp(scratch[j]) * inv);
+      y[j] = store<T>(std::exp(static_cast<C>(load(x[j])) - m) * inv);
   }
 }
 
@@ -118,23 +120,18 @@ static llvm::Error runSoftmaxFamily(const KernelCall &call) {
       const T *px = x.as<const T>();
       T *py = y.as<T>();
       if (inner == 1) {
-#pragma omp parallel if (parallel)
-        {
-          std::vector<C> scratch(d);
-#pragma omp for schedule(static)
-          for (int64_t o = 0; o < outer; ++o)
-            softmaxRow<isLog>(px + o * d, py + o * d, d, scratch.data());
-        }
+        parallelFor(outer, parallel, [&](int64_t o) {
+          softmaxRow<isLog, T, C>(px + o * d, py + o * d, d);
+        });
         return;
       }
       int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (parallel)
-      for (int64_t task = 0; task < outer * blocks; ++task) {
+      parallelFor(outer * blocks, parallel, [&](int64_t task) {
         int64_t o = task / blocks, i0 = (task % blocks) * kColumnBlock;
         int64_t off = o * d * inner + i0;
         softmaxColumns<isLog, T, C>(px + off, py + off, d, inner,
                                     std::min(kColumnBlock, inner - i0));
-      }
+      });
     }
   });
   return llvm::Error::success();
@@ -151,14 +148,13 @@ llvm::Error runLogSoftmax(const KernelCall &call) {
 // LayerNormalization
 //===----------------------------------------------------------------------===//
 
-/// Scale or B as d values in the compute type, broadcast over the
-/// normalised dimensions `norm`. Leading 1s are ignored, since they only
-/// broadcast against X's leading dimensions; a tensor that varies along
-/// those dimensions is refused.
-template <typename C>
-static llvm::Expected<std::vector<C>>
-expandAffine(const KernelCall &call, const TensorRef &t,
-             llvm::ArrayRef<int64_t> norm, llvm::StringRef what) {
+/// Checks that Scale or B broadcasts to the normalised dimensions `norm`
+/// the way LayerNormalization allows: leading 1s are ignored, since they
+/// only broadcast against X's leading dimensions; a tensor that varies along
+/// those dimensions is refused. Returns its strides over `norm`.
+static llvm::Expected<llvm::SmallVector<int64_t, 6>>
+affineStrides(const TensorRef &t, llvm::ArrayRef<int64_t> norm,
+              llvm::StringRef what) {
   llvm::ArrayRef<int64_t> shape = t.shape;
   while (!shape.empty() && shape.front() == 1 && shape.size() > norm.size())
     shape = shape.drop_front();
@@ -170,41 +166,48 @@ expandAffine(const KernelCall &call, const TensorRef &t,
                        " of shape " + formatShape(t.shape) +
                        " for normalised shape " + formatShape(norm));
   }
-  std::vector<C> out(numElements(norm));
-  llvm::SmallVector<int64_t, 6> strides = broadcastStrides(shape, norm);
+  return broadcastStrides(shape, norm);
+}
+
+/// Scale or B (or zeros, for a null `t`) as the d values `out` over the
+/// normalised shape, in the compute type.
+template <typename C>
+static void expandAffine(const TensorRef *t, llvm::ArrayRef<int64_t> strides,
+                         llvm::ArrayRef<int64_t> norm, C *out) {
+  if (!t) {
+    std::fill(out, out + numElements(norm), C(0));
+    return;
+  }
   llvm::SmallVector<int64_t, 6> outStrides = contiguousStrides(norm);
-  visitDType(t.dtype, [&](auto tag) {
+  visitDType(t->dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T *p = t.as<const T>();
+    const T *p = t->as<const T>();
     forEachStrided<2>(norm, {strides, outStrides},
                       [&](const std::array<int64_t, 2> &off) {
                         out[off[1]] = static_cast<C>(load(p[off[0]]));
                       });
   });
-  return out;
 }
 
-/// Writes `n` statistics (double) into an optional float output.
-static llvm::Error storeStats(const KernelCall &call, TensorRef *t,
-                              const std::vector<double> &v,
-                              llvm::StringRef what) {
-  if (!t)
+/// Checks an optional statistics output (Mean, InvStdDev): `n` floats.
+static llvm::Error checkStats(TensorRef *t, int64_t n, llvm::StringRef what) {
+  if (!t || (t->numElements() == n && isFloatDType(t->dtype)))
     return llvm::Error::success();
-  if (t->numElements() != static_cast<int64_t>(v.size()) ||
-      !isFloatDType(t->dtype))
-    return kernelError("LayerNormalization: " + what + " output has shape " +
-                       formatShape(t->shape) + " and type " +
-                       dtypeName(t->dtype) + ", expected " +
-                       llvm::Twine(v.size()) + " float elements");
+  return kernelError("LayerNormalization: " + what + " output has shape " +
+                     formatShape(t->shape) + " and type " +
+                     dtypeName(t->dtype) + ", expected " + llvm::Twine(n) +
+                     " float elements");
+}
+
+/// Stores statistic `v` (double) at index `i` of an optional float output.
+static void storeStat(TensorRef *t, int64_t i, double v) {
+  if (!t)
+    return;
   visitDType(t->dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (isFloatStorage<T>()) {
-      T *p = t->as<T>();
-      for (size_t i = 0; i < v.size(); ++i)
-        p[i] = store<T>(v[i]);
-    }
+    if constexpr (isFloatStorage<T>())
+      t->as<T>()[i] = store<T>(v);
   });
-  return llvm::Error::success();
 }
 
 /// Mean and variance in double with two passes (the one-pass E[x^2] - E[x]^2
@@ -229,27 +232,38 @@ llvm::Error runLayerNormalization(const KernelCall &call) {
   int64_t outer = numElements(shape.take_front(axis));
   int64_t d = numElements(norm);
   double epsilon = call.attrs.getFloat("epsilon", 1e-5);
+  auto scaleStrides = affineStrides(*scale, norm, "Scale");
+  if (!scaleStrides)
+    return scaleStrides.takeError();
+  llvm::SmallVector<int64_t, 6> biasStrides;
+  if (bias) {
+    auto s = affineStrides(*bias, norm, "B");
+    if (!s)
+      return s.takeError();
+    biasStrides = std::move(*s);
+  }
+  TensorRef *meanOut = call.output(1), *invStdOut = call.output(2);
+  if (auto err = checkStats(meanOut, outer, "Mean"))
+    return err;
+  if (auto err = checkStats(invStdOut, outer, "InvStdDev"))
+    return err;
 
-  std::vector<double> means(outer), invStd(outer);
-  auto normalize = [&](auto tag) -> llvm::Error {
+  return visitDType(x.dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
       using C = ComputeT<T>;
-      auto g = expandAffine<C>(call, *scale, norm, "Scale");
+      auto g = call.scratch<C>(d);
       if (!g)
         return g.takeError();
-      std::vector<C> b(d, C(0));
-      if (bias) {
-        auto bv = expandAffine<C>(call, *bias, norm, "B");
-        if (!bv)
-          return bv.takeError();
-        b = std::move(*bv);
-      }
-      const C *pg = g->data(), *pb = b.data();
+      auto b = call.scratch<C>(d);
+      if (!b)
+        return b.takeError();
+      expandAffine<C>(scale, *scaleStrides, norm, *g);
+      expandAffine<C>(bias, biasStrides, norm, *b);
+      const C *pg = *g, *pb = *b;
       const T *px = x.as<const T>();
       T *py = y.as<T>();
-#pragma omp parallel for schedule(static) if (outer * d >= kParallelMin)
-      for (int64_t o = 0; o < outer; ++o) {
+      parallelFor(outer, outer * d >= kParallelMin, [&](int64_t o) {
         const T *row = px + o * d;
         double sum = 0;
 #pragma omp simd reduction(+ : sum)
@@ -263,23 +277,18 @@ llvm::Error runLayerNormalization(const KernelCall &call) {
           sq += c * c;
         }
         double inv = 1.0 / std::sqrt((d ? sq / d : 0) + epsilon);
-        means[o] = mean;
-        invStd[o] = inv;
         C m = static_cast<C>(mean), s = static_cast<C>(inv);
         T *out = py + o * d;
 #pragma omp simd
         for (int64_t j = 0; j < d; ++j)
           out[j] =
               store<T>((static_cast<C>(load(row[j])) - m) * s * pg[j] + pb[j]);
-      }
+        storeStat(meanOut, o, mean);
+        storeStat(invStdOut, o, inv);
+      });
     }
     return llvm::Error::success();
-  };
-  if (auto err = visitDType(x.dtype, normalize))
-    return err;
-  if (auto err = storeStats(call, call.output(1), means, "Mean"))
-    return err;
-  return storeStats(call, call.output(2), invStd, "InvStdDev");
+  });
 }
 
 } // namespace zinc::cpu

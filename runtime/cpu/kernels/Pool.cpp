@@ -10,7 +10,6 @@
 #include "Kernels.h"
 #include "PoolWindows.h"
 #include "llvm/ADT/Twine.h"
-#include <vector>
 
 namespace zinc::cpu {
 
@@ -21,8 +20,7 @@ template <typename T>
 static void maxPool(const Pool3 &p, const T *x, T *y, int64_t *indices,
                     bool columnMajor) {
   int64_t work = p.planes * p.outPlane;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int64_t plane = 0; plane < p.planes; ++plane) {
+  parallelFor(p.planes, work > kParallelWork, [&](int64_t plane) {
     T *yp = y + plane * p.outPlane;
     int64_t *ip = indices ? indices + plane * p.outPlane : nullptr;
     forEachWindowMax(
@@ -39,7 +37,7 @@ static void maxPool(const Pool3 &p, const T *x, T *y, int64_t *indices,
                                 : (i0 * p.in[1] + i1) * p.in[2] + i2;
           ip[o] = plane * p.inPlane + spatial;
         });
-  }
+  });
 }
 
 llvm::Error runMaxPool(const KernelCall &call) {
@@ -64,7 +62,10 @@ llvm::Error runMaxPool(const KernelCall &call) {
   if (g->hasEmptyWindow())
     return kernelError("unsupported: MaxPool with a window that lies entirely "
                        "in padding");
-  Pool3 p = makePool3(*g, x->shape[0] * x->shape[1]);
+  auto pool = makePool3(call, *g, x->shape[0] * x->shape[1]);
+  if (!pool)
+    return pool.takeError();
+  const Pool3 &p = *pool;
   visitDType(x->dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>)
@@ -79,8 +80,7 @@ static void averagePool(const Pool3 &p, const T *x, T *y,
                         bool countIncludePad) {
   using C = ComputeT<T>;
   int64_t work = p.planes * p.outPlane;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int64_t plane = 0; plane < p.planes; ++plane) {
+  parallelFor(p.planes, work > kParallelWork, [&](int64_t plane) {
     const T *xp = x + plane * p.inPlane;
     int64_t yo = plane * p.outPlane;
     for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
@@ -105,7 +105,7 @@ static void averagePool(const Pool3 &p, const T *x, T *y,
                               : (l0 - f0) * (l1 - f1) * (l2 - f2);
           y[yo] = store<T>(sum / static_cast<C>(count));
         }
-  }
+  });
 }
 
 llvm::Error runAveragePool(const KernelCall &call) {
@@ -123,7 +123,10 @@ llvm::Error runAveragePool(const KernelCall &call) {
   auto g = poolGeometry(call, *x, *y, ceilMode, /*allowDilations=*/true);
   if (!g)
     return g.takeError();
-  Pool3 p = makePool3(*g, x->shape[0] * x->shape[1]);
+  auto pool = makePool3(call, *g, x->shape[0] * x->shape[1]);
+  if (!pool)
+    return pool.takeError();
+  const Pool3 &p = *pool;
   // A window with nothing to divide by has no defined average.
   for (size_t a = 0; a < 3; ++a)
     for (int64_t o = 0; o < p.out[a]; ++o) {
@@ -164,15 +167,14 @@ llvm::Error runGlobalAveragePool(const KernelCall &call) {
       const T *xs = x->as<const T>();
       T *ys = y->as<T>();
       // A double accumulator keeps large feature maps accurate in f32.
-#pragma omp parallel for schedule(static) if (planes * spatial > kParallelWork)
-      for (int64_t plane = 0; plane < planes; ++plane) {
+      parallelFor(planes, planes * spatial > kParallelWork, [&](int64_t plane) {
         const T *xp = xs + plane * spatial;
         double sum = 0;
         for (int64_t i = 0; i < spatial; ++i)
           sum += static_cast<double>(load(xp[i]));
         ys[plane] = store<T>(
             static_cast<ComputeT<T>>(sum / static_cast<double>(spatial)));
-      }
+      });
     }
   });
   return llvm::Error::success();

@@ -4,23 +4,34 @@
 
 namespace zinc::cpu {
 
-Pool3 makePool3(const WindowGeometry &g, int64_t planes) {
+llvm::Expected<Pool3> makePool3(const KernelCall &call, const WindowGeometry &g,
+                                int64_t planes) {
   Pool3 p;
   p.planes = planes;
   size_t lead = 3 - g.rank();
+  for (size_t a = 0; a < 3; ++a)
+    p.out[a] = a < lead ? 1 : g.output[a - lead];
+  auto table = call.scratch<int64_t>(4 * (p.out[0] + p.out[1] + p.out[2]));
+  if (!table)
+    return table.takeError();
+  int64_t *next = *table;
   for (size_t a = 0; a < 3; ++a) {
     bool dummy = a < lead;
     size_t d = a - lead;
     p.in[a] = dummy ? 1 : g.input[d];
-    p.out[a] = dummy ? 1 : g.output[d];
     p.dil[a] = dummy ? 1 : g.dilations[d];
     AxisTaps &t = p.taps[a];
+    t.first = next;
+    t.last = next + p.out[a];
+    t.padded = next + 2 * p.out[a];
+    p.start[a] = next + 3 * p.out[a];
+    next += 4 * p.out[a];
     for (int64_t o = 0; o < p.out[a]; ++o) {
       if (dummy) {
-        t.first.push_back(0);
-        t.last.push_back(1);
-        t.padded.push_back(1);
-        p.start[a].push_back(0);
+        t.first[o] = 0;
+        t.last[o] = 1;
+        t.padded[o] = 1;
+        p.start[a][o] = 0;
         continue;
       }
       int64_t first, last;
@@ -30,10 +41,10 @@ Pool3 makePool3(const WindowGeometry &g, int64_t planes) {
       // even with count_include_pad (as the spec's reference and PyTorch).
       int64_t padded = std::min(
           g.kernel[d], ceilDiv(g.input[d] + g.padEnd[d] - s, g.dilations[d]));
-      t.first.push_back(first);
-      t.last.push_back(last);
-      t.padded.push_back(padded);
-      p.start[a].push_back(s);
+      t.first[o] = first;
+      t.last[o] = last;
+      t.padded[o] = padded;
+      p.start[a][o] = s;
     }
   }
   p.inPlane = p.in[0] * p.in[1] * p.in[2];

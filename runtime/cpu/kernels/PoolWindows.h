@@ -4,7 +4,7 @@
 // up to three spatial axes, 1-D and 2-D pools running as 3-D pools whose
 // leading axes have size 1, with the taps of each output position that read
 // real input (and, for count_include_pad, those inside the padded input)
-// precomputed per axis.
+// precomputed per axis into the call's workspace.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_RUNTIME_CPU_KERNELS_POOLWINDOWS_H
@@ -12,14 +12,13 @@
 
 #include "KernelUtil.h"
 #include "WindowGeometry.h"
-#include <vector>
 
 namespace zinc::cpu {
 
 /// Per axis and output position, the kernel taps that read real input and,
 /// for count_include_pad, how many taps lie inside the padded input.
 struct AxisTaps {
-  std::vector<int64_t> first, last, padded;
+  int64_t *first = nullptr, *last = nullptr, *padded = nullptr;
 };
 
 /// A pooling problem over exactly three spatial axes.
@@ -29,11 +28,14 @@ struct Pool3 {
   int64_t inPlane = 0, outPlane = 0;
   AxisTaps taps[3];
   /// Input position of tap 0 of each output position, per axis.
-  std::vector<int64_t> start[3];
+  int64_t *start[3] = {};
 };
 
-/// The windows of `g` over `planes` (N * C) planes.
-Pool3 makePool3(const WindowGeometry &g, int64_t planes);
+/// The windows of `g` over `planes` (N * C) planes, their per-position
+/// tables in one piece of the call's workspace: 4 * (out[0] + out[1] +
+/// out[2]) int64s, with the output axes padded to three by 1s.
+llvm::Expected<Pool3> makePool3(const KernelCall &call, const WindowGeometry &g,
+                                int64_t planes);
 
 /// Checks X [N, C, spatial...] against Y [N, C, ...] and returns the
 /// spatial geometry; kernel_shape is required by every pool. Errors name

@@ -4,7 +4,8 @@
 // combine, finish). The input is coalesced into groups of kept and reduced
 // dimensions; the common layouts (one reduced group, e.g. a mean over the
 // last axes or a sum over the batch) run as vectorisable loops over threads,
-// anything else through one strided walk.
+// anything else through one strided walk into accumulators of output size
+// in the call's workspace.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
@@ -13,7 +14,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 namespace zinc::cpu {
 namespace {
@@ -90,8 +90,7 @@ static void reduceMiddle(const T *in, T *out, int64_t outer, int64_t red,
   using Acc = typename R::Acc;
   bool parallel = outer * red * inner >= kParallelMin;
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t o = 0; o < outer; ++o) {
+    parallelFor(outer, parallel, [&](int64_t o) {
       // Independent lanes let the row vectorise (the order of a double sum
       // or of a max does not matter to the result's rounding).
       const T *row = in + o * red;
@@ -109,14 +108,13 @@ static void reduceMiddle(const T *in, T *out, int64_t outer, int64_t red,
       for (int64_t l = 1; l < kLanes; ++l)
         a = R::merge(a, lanes[l]);
       out[o] = R::finish(a, red);
-    }
+    });
     return;
   }
   // Accumulate a block of columns at a time: each input row is read once,
   // contiguously, and the accumulators stay in cache.
   int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t task = 0; task < outer * blocks; ++task) {
+  parallelFor(outer * blocks, parallel, [&](int64_t task) {
     int64_t o = task / blocks;
     int64_t i0 = (task % blocks) * kColumnBlock;
     int64_t len = std::min(kColumnBlock, inner - i0);
@@ -131,15 +129,15 @@ static void reduceMiddle(const T *in, T *out, int64_t outer, int64_t red,
     }
     for (int64_t i = 0; i < len; ++i)
       out[o * inner + i0 + i] = R::finish(acc[i], red);
-  }
+  });
 }
 
 /// Any set of reduced axes: one strided walk over the input, accumulating
-/// into a buffer of output size.
+/// into `acc`, outCount accumulators.
 template <typename R, typename T>
 static void reduceStrided(const T *in, T *out, llvm::ArrayRef<int64_t> shape,
                           llvm::ArrayRef<bool> reduced, int64_t outCount,
-                          int64_t red) {
+                          int64_t red, typename R::Acc *acc) {
   llvm::SmallVector<int64_t, 6> inStrides = contiguousStrides(shape);
   // Output strides over the input's dimensions: 0 along reduced ones.
   llvm::SmallVector<int64_t, 6> outStrides(shape.size(), 0);
@@ -149,7 +147,7 @@ static void reduceStrided(const T *in, T *out, llvm::ArrayRef<int64_t> shape,
       outStrides[d] = s;
       s *= shape[d];
     }
-  std::vector<typename R::Acc> acc(outCount, R::init());
+  std::fill(acc, acc + outCount, R::init());
   forEachStrided<2>(shape, {inStrides, outStrides},
                     [&](const std::array<int64_t, 2> &off) {
                       acc[off[1]] = R::combine(acc[off[1]], in[off[0]]);
@@ -256,7 +254,12 @@ template <ReduceKind K> static llvm::Error runReduce(const KernelCall &call) {
         reduceMiddle<R>(in, out, outer, red, inner);
         return llvm::Error::success();
       }
-      reduceStrided<R>(in, out, groups, groupReduced, outCount, red);
+      // Accumulators of 8 bytes or fewer: kernelWorkspaceBytes counts 8.
+      static_assert(sizeof(typename R::Acc) <= 8, "accumulator too wide");
+      auto acc = call.scratch<typename R::Acc>(outCount);
+      if (!acc)
+        return acc.takeError();
+      reduceStrided<R>(in, out, groups, groupReduced, outCount, red, *acc);
       return llvm::Error::success();
     }
   });

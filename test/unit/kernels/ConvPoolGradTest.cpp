@@ -54,7 +54,7 @@ runAs(DType dtype, KernelFn fn, llvm::StringRef op, const AttributeList &a,
     inRefs.push_back(&t.ref);
   std::vector<TensorRef *> outRefs{&out.ref};
   KernelCall call{op, "test", 17, a, inRefs, outRefs};
-  EXPECT_EQ(errorText(fn(call)), "") << op.str();
+  EXPECT_EQ(errorText(runWithWorkspace(fn, call)), "") << op.str();
   return out.template values<T>();
 }
 

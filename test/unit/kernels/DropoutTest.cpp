@@ -24,7 +24,7 @@ llvm::Error runAt(KernelFn fn, llvm::StringRef op, const AttributeList &a,
   for (OwnedTensor *t : outs)
     outRefs.push_back(t ? &t->ref : nullptr);
   KernelCall call{op, "test", 17, a, inRefs, outRefs, step, seed};
-  return fn(call);
+  return runWithWorkspace(fn, call);
 }
 
 TEST(DropoutKernels, InferenceCopiesAndMasksTrue) {

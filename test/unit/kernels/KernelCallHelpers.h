@@ -72,6 +72,42 @@ struct OwnedTensor {
   std::vector<double> i64s() const { return values<int64_t>(); }
 };
 
+/// The bytes of workspace the planner gives `call` of kernel `fn`
+/// (kernelWorkspaceBytes, with zinc's own ops in the "zinc" domain).
+inline uint64_t plannedWorkspace(KernelFn fn, const KernelCall &call) {
+  llvm::StringRef domain =
+      fn && lookupZincKernel(call.opType) == fn ? "zinc" : "";
+  std::vector<KernelOperand> ins, outs;
+  for (const TensorRef *t : call.inputs)
+    ins.push_back(t ? KernelOperand{t->dtype, t->shape, true}
+                    : KernelOperand{});
+  for (const TensorRef *t : call.outputs)
+    outs.push_back(t ? KernelOperand{t->dtype, t->shape, true}
+                     : KernelOperand{});
+  return kernelWorkspaceBytes(domain, call.opType, call.opsetVersion, ins, outs,
+                              call.attrs);
+}
+
+/// Runs `call` as the runtime does: with a workspace of exactly the bytes
+/// the planner counts for it, filled with garbage, so a kernel that takes
+/// more than kernelWorkspaceBytes says, or reads scratch it did not write,
+/// fails its test. `used`, when given, receives the bytes it took.
+inline llvm::Error runWithWorkspace(KernelFn fn, KernelCall call,
+                                    uint64_t *used = nullptr) {
+  uint64_t bytes = plannedWorkspace(fn, call);
+  std::vector<uint8_t> storage(bytes + kWorkspaceAlignment, 0xA5);
+  auto address = reinterpret_cast<uintptr_t>(storage.data());
+  auto *base =
+      reinterpret_cast<uint8_t *>((address + kWorkspaceAlignment - 1) /
+                                  kWorkspaceAlignment * kWorkspaceAlignment);
+  Workspace ws(base, bytes);
+  call.workspace = &ws;
+  llvm::Error err = fn(call);
+  if (used)
+    *used = ws.used();
+  return err;
+}
+
 /// Runs `fn` with the given operands (null for an absent one).
 inline llvm::Error runKernel(KernelFn fn, llvm::StringRef op,
                              const AttributeList &attrs,
@@ -85,7 +121,7 @@ inline llvm::Error runKernel(KernelFn fn, llvm::StringRef op,
   for (OwnedTensor *t : outs)
     outRefs.push_back(t ? &t->ref : nullptr);
   KernelCall call{op, "test", opset, attrs, inRefs, outRefs};
-  return fn(call);
+  return runWithWorkspace(fn, call);
 }
 
 /// The message of an expected error, or "" if there was none.

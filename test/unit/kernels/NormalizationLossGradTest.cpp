@@ -62,7 +62,7 @@ std::vector<V> runAs(DType dtype, KernelFn fn, llvm::StringRef op,
       outRefs.push_back(&owned.back().ref);
     }
     KernelCall call{op, "test", 17, a, inRefs, outRefs};
-    llvm::Error err = fn(call);
+    llvm::Error err = runWithWorkspace(fn, call);
     EXPECT_FALSE(static_cast<bool>(err)) << errorText(std::move(err));
     std::vector<V> outs;
     for (size_t i = owned.size() - outShapes.size(); i < owned.size(); ++i)

@@ -129,6 +129,58 @@ TEST(PlanVerifierTest, EventsAreSignalledExactlyOnceAndInRange) {
       "plan verifier: event 0 is never signalled (the plan has 3 events)");
 }
 
+// A kernel workspace: one per kernel stream, in the tier its kernels work
+// in, no instruction's operand.
+TEST(PlanVerifierTest, WorkspacesBelongToAKernelStream) {
+  PlanBuilder b = offloadedLayer();
+  int ws = b.tensor("zinc.workspace.compute", TIER_GPU, 192, 16);
+  Workspace *w = b.p.add_workspaces();
+  w->set_stream(STREAM_COMPUTE);
+  w->set_tensor(ws);
+  EXPECT_EQ(verifyError(b.p), "");
+  w->set_stream(STREAM_HOST);
+  EXPECT_EQ(verifyError(b.p),
+            "plan verifier: the host stream's workspace tensor "
+            "'zinc.workspace.compute' is in the gpu tier; the host stream's "
+            "kernels work in the cpu tier");
+  w->set_stream(STREAM_H2D);
+  EXPECT_EQ(verifyError(b.p), "plan verifier: the h2d stream's workspace: "
+                              "the h2d stream runs no kernels");
+  w->set_stream(STREAM_COMPUTE);
+  w->set_tensor(99);
+  EXPECT_EQ(verifyError(b.p),
+            "plan verifier: the compute stream's workspace is tensor 99, out "
+            "of range (the plan has 6 tensors)");
+  w->set_tensor(ws);
+  *b.p.add_workspaces() = *w;
+  EXPECT_EQ(verifyError(b.p),
+            "plan verifier: the compute stream has two workspaces");
+  b.p.mutable_workspaces()->RemoveLast();
+  b.p.mutable_instructions(1)->set_outputs(0, ws);
+  EXPECT_EQ(verifyError(b.p),
+            "plan verifier: node 'Mul_0' (Mul) names tensor "
+            "'zinc.workspace.compute', a stream's workspace, as an operand");
+}
+
+// A workspace is live the whole step: no tensor may share its bytes, even
+// where no instruction names it.
+TEST(PlanVerifierTest, WorkspacesAreLiveTheWholeStep) {
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 16, ROLE_INPUT);
+  int y = b.tensor("y", TIER_GPU, 64, 16);
+  int ws = b.tensor("zinc.workspace.compute", TIER_GPU, 128, 16);
+  b.inst("Relu_0", "Relu", STREAM_COMPUTE, {x}, {y});
+  Workspace *w = b.p.add_workspaces();
+  w->set_stream(STREAM_COMPUTE);
+  w->set_tensor(ws);
+  EXPECT_EQ(verifyError(b.p), "");
+  b.p.mutable_tensors(y)->set_offset(128);
+  EXPECT_EQ(verifyError(b.p),
+            "plan verifier: tensors 'y' [128, 192) and "
+            "'zinc.workspace.compute' [128, 192) of the gpu tier overlap and "
+            "are both live at node 'Relu_0' (Relu)");
+}
+
 //===--- 2. Residency -----------------------------------------------------===//
 
 TEST(PlanVerifierTest, ComputeOperandsMustBeOnTheGpu) {

@@ -43,15 +43,30 @@ public:
       t->add_shape(d);
       n *= d;
     }
-    uint64_t width = dtype == 10 /* FLOAT16 */ ? 2
-                     : dtype == 7 /* INT64 */  ? 8
-                                               : 4;
+    uint64_t width = dtype == 10 /* FLOAT16 */ || dtype == 16 /* BFLOAT16 */
+                         ? 2
+                         : dtype == 7 /* INT64 */   ? 8
+                           : dtype == 2 /* UINT8 */ ? 1
+                                                    : 4;
     t->set_size_bytes(n * width);
     t->set_role(role);
     t->set_tier(tier);
     t->set_offset(cursor[tier]);
     cursor[tier] +=
         llvm::alignTo(std::max<uint64_t>(n * width, 1), align[tier]);
+    return id;
+  }
+
+  /// A kernel workspace of `bytes` for `stream`, in the tier its kernels
+  /// work in.
+  int workspace(plan::Stream stream, int64_t bytes) {
+    int id =
+        tensor("zinc.workspace." + std::to_string(stream), {bytes},
+               stream == plan::STREAM_HOST ? plan::TIER_CPU : plan::TIER_GPU,
+               2 /* UINT8 */);
+    plan::Workspace *w = plan.add_workspaces();
+    w->set_stream(stream);
+    w->set_tensor(id);
     return id;
   }
 

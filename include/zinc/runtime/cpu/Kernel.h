@@ -4,10 +4,12 @@
 
 #include "zinc/support/Attribute.h"
 #include "zinc/support/DType.h"
+#include "zinc/support/KernelWorkspace.h"
 #include "zinc/support/OpEffects.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 
 namespace zinc::cpu {
@@ -23,6 +25,45 @@ struct TensorRef {
   size_t byteSize() const { return numElements() * dtypeSize(dtype); }
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+/// An error whose message is `msg`; kernels use it for bad inputs.
+llvm::Error kernelError(const llvm::Twine &msg);
+
+/// The scratch memory of one kernel call: the part of its stream's workspace
+/// (a buffer the plan places in the stream's tier, never the heap) that
+/// kernelWorkspaceBytes sizes for the call. Kernels take pieces in order;
+/// nothing taken outlives the call.
+class Workspace {
+public:
+  Workspace() = default;
+  Workspace(void *base, uint64_t size)
+      : base(static_cast<uint8_t *>(base)), size(size) {}
+
+  /// `count` elements of T (a piece of workspacePiece(count * sizeof(T))
+  /// bytes), or an error naming the sizes when the plan gave the call less:
+  /// the kernel and kernelWorkspaceBytes disagree, and the call must fail
+  /// rather than touch memory the plan did not give it.
+  template <typename T> llvm::Expected<T *> take(uint64_t count) {
+    static_assert(alignof(T) <= kWorkspaceAlignment, "over-aligned scratch");
+    uint64_t bytes = workspacePiece(count * sizeof(T));
+    if (bytes > size - offset)
+      return kernelError("kernel workspace exhausted: a piece of " +
+                         llvm::Twine(bytes) + " bytes after " +
+                         llvm::Twine(offset) + " of the " + llvm::Twine(size) +
+                         " bytes planned for this call");
+    T *p = reinterpret_cast<T *>(base + offset);
+    offset += bytes;
+    return p;
+  }
+  /// Bytes planned for the call, and taken so far.
+  uint64_t capacity() const { return size; }
+  uint64_t used() const { return offset; }
+
+private:
+  uint8_t *base = nullptr;
+  uint64_t size = 0;
+  uint64_t offset = 0;
 };
 
 /// One invocation of a kernel.
@@ -47,6 +88,8 @@ struct KernelCall {
   /// The run's seed (zinc-run --seed): with `step` and a node's `seed_id`,
   /// the key and counter of the random stream Dropout draws its mask from.
   uint64_t seed = 0;
+  /// The call's scratch memory; null gives it none.
+  Workspace *workspace = nullptr;
 
   TensorRef *output(size_t i) const {
     return i < outputs.size() ? outputs[i] : nullptr;
@@ -65,6 +108,16 @@ struct KernelCall {
     // The executor's tensors are mutable; `inputs` is const for readers.
     return const_cast<TensorRef *>(inputs[i]);
   }
+
+  /// `count` elements of T of scratch from the call's workspace (see
+  /// Workspace::take).
+  template <typename T> llvm::Expected<T *> scratch(uint64_t count) const {
+    if (!workspace) {
+      Workspace none;
+      return none.take<T>(count);
+    }
+    return workspace->take<T>(count);
+  }
 };
 
 /// A kernel returns an error (never asserts) for inputs it cannot handle;
@@ -76,9 +129,6 @@ KernelFn lookupKernel(llvm::StringRef opType);
 /// The kernel for an op of zinc's own domain ("zinc"), or null. Built from
 /// support/ZincOps.def.
 KernelFn lookupZincKernel(llvm::StringRef opType);
-
-/// An error whose message is `msg`; kernels use it for bad inputs.
-llvm::Error kernelError(const llvm::Twine &msg);
 
 } // namespace zinc::cpu
 

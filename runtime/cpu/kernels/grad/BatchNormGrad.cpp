@@ -8,56 +8,52 @@
 //   dx     = scale * invstd * (dy - dbias / n - xhat * dscale / n),
 // the full gradient through the batch mean and variance. The statistics are
 // recomputed from x when the forward's are not given. Sums in double,
-// elementwise work in the compute type.
+// elementwise work in the compute type; five per-channel arrays of doubles
+// in the call's workspace.
 //
 //===----------------------------------------------------------------------===//
 #include "../KernelUtil.h"
 #include "../Kernels.h"
 #include "llvm/ADT/Twine.h"
 #include <cmath>
-#include <vector>
 
 namespace zinc::cpu {
 
 /// Below this many elements the kernel runs on one thread.
 static constexpr int64_t kParallelWork = 1 << 16;
 
-static std::vector<double> loadFloats(const TensorRef &t) {
-  std::vector<double> v(t.numElements());
+/// `t`'s values (any float type) into `out`.
+static void loadFloats(const TensorRef &t, double *out) {
   visitDType(t.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
       const T *p = t.as<const T>();
-      for (size_t i = 0; i < v.size(); ++i)
-        v[i] = static_cast<double>(load(p[i]));
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        out[i] = static_cast<double>(load(p[i]));
     }
   });
-  return v;
 }
 
-static void storeFloats(TensorRef &t, const std::vector<double> &values) {
+static void storeFloats(TensorRef &t, const double *values) {
   visitDType(t.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
       T *p = t.as<T>();
-      for (size_t i = 0; i < values.size(); ++i)
+      for (int64_t i = 0; i < t.numElements(); ++i)
         p[i] = store<T>(static_cast<ComputeT<T>>(values[i]));
     }
   });
 }
 
 template <typename T>
-static void
-batchNormGrad(const T *dy, const T *x, T *dx, int64_t batch, int64_t channels,
-              int64_t inner, bool haveStats, double epsilon,
-              const std::vector<double> &scale, std::vector<double> &mean,
-              std::vector<double> &invStd, std::vector<double> &sumDy,
-              std::vector<double> &sumDyXhat) {
+static void batchNormGrad(const T *dy, const T *x, T *dx, int64_t batch,
+                          int64_t channels, int64_t inner, bool haveStats,
+                          double epsilon, const double *scale, double *mean,
+                          double *invStd, double *sumDy, double *sumDyXhat) {
   using C = ComputeT<T>;
   double count = static_cast<double>(batch * inner);
-#pragma omp parallel for schedule(static) if (batch * channels * inner >       \
-                                              kParallelWork)
-  for (int64_t c = 0; c < channels; ++c) {
+  bool big = batch * channels * inner > kParallelWork;
+  parallelFor(channels, big, [&](int64_t c) {
     auto plane = [&](int64_t n) { return (n * channels + c) * inner; };
     if (!haveStats) {
       double sum = 0, sq = 0;
@@ -83,7 +79,7 @@ batchNormGrad(const T *dy, const T *x, T *dx, int64_t batch, int64_t channels,
     sumDy[c] = sdy;
     sumDyXhat[c] = sdyx;
     if (!dx)
-      continue;
+      return;
     C a = static_cast<C>(scale[c] * inv), meanDy = static_cast<C>(sdy / count),
       meanDyXhat = static_cast<C>(sdyx / count), cm = static_cast<C>(m),
       ci = static_cast<C>(inv);
@@ -93,7 +89,7 @@ batchNormGrad(const T *dy, const T *x, T *dx, int64_t batch, int64_t channels,
         C xhat = (load(x[k]) - cm) * ci;
         dx[k] = store<T>(a * (load(dy[k]) - meanDy - xhat * meanDyXhat));
       }
-  }
+  });
 }
 
 llvm::Error runBatchNormalizationGrad(const KernelCall &call) {
@@ -129,13 +125,22 @@ llvm::Error runBatchNormalizationGrad(const KernelCall &call) {
     return kernelError("BatchNormalizationGrad: no values per channel in " +
                        formatShape(x->shape));
 
-  std::vector<double> s = loadFloats(*scale);
+  // scale, mean, invStd, sumDy, sumDyXhat.
+  double *arrays[5];
+  for (double *&a : arrays) {
+    auto p = call.scratch<double>(channels);
+    if (!p)
+      return p.takeError();
+    a = *p;
+  }
+  double *s = arrays[0], *mean = arrays[1], *invStd = arrays[2],
+         *sumDy = arrays[3], *sumDyXhat = arrays[4];
+  loadFloats(*scale, s);
   bool haveStats = meanIn != nullptr;
-  std::vector<double> mean = haveStats ? loadFloats(*meanIn)
-                                       : std::vector<double>(channels),
-                      invStd = haveStats ? loadFloats(*invStdIn)
-                                         : std::vector<double>(channels);
-  std::vector<double> sumDy(channels), sumDyXhat(channels);
+  if (haveStats) {
+    loadFloats(*meanIn, mean);
+    loadFloats(*invStdIn, invStd);
+  }
   double epsilon = call.attrs.getFloat("epsilon", 1e-5);
   visitDType(x->dtype, [&](auto tag) {
     using T = decltype(tag);

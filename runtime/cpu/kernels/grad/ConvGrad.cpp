@@ -26,11 +26,12 @@ llvm::Error runConvGradInput(const KernelCall &call) {
   auto cs = resolveConvShape(op, call.attrs, *dx, *w, nullptr, *dy);
   if (!cs)
     return cs.takeError();
-  dispatchConvFloat(*dy, *w, nullptr, *dx,
-                    [&](auto dyp, auto wp, auto none, auto dxp) {
-                      convTransposeForward(*cs, dyp, wp, none, dxp);
-                    });
-  return llvm::Error::success();
+  return dispatchConvFloat(
+      call, *dy, *w, nullptr, *dx,
+      convColumnElements(*cs, ConvLowering::Transpose),
+      [&](auto dyp, auto wp, auto none, auto dxp, auto col) {
+        convTransposeForward(*cs, dyp, wp, none, dxp, col);
+      });
 }
 
 /// zinc.ConvGradWeight(dY, X) -> dW, with Conv's attributes.
@@ -43,11 +44,11 @@ llvm::Error runConvGradWeight(const KernelCall &call) {
   auto cs = resolveConvShape(op, call.attrs, *x, *dw, nullptr, *dy);
   if (!cs)
     return cs.takeError();
-  dispatchConvFloat(*x, *dy, nullptr, *dw,
-                    [&](auto xp, auto dyp, auto, auto dwp) {
-                      convWeightGrad(*cs, xp, dyp, dwp);
-                    });
-  return llvm::Error::success();
+  return dispatchConvFloat(call, *x, *dy, nullptr, *dw,
+                           convColumnElements(*cs, ConvLowering::WeightGrad),
+                           [&](auto xp, auto dyp, auto, auto dwp, auto col) {
+                             convWeightGrad(*cs, xp, dyp, dwp, col);
+                           });
 }
 
 /// zinc.ConvTransposeGradInput(dY, W) -> dX, with ConvTranspose's
@@ -61,11 +62,12 @@ llvm::Error runConvTransposeGradInput(const KernelCall &call) {
   auto cs = resolveConvTransposeShape(op, call.attrs, *dx, *w, nullptr, *dy);
   if (!cs)
     return cs.takeError();
-  dispatchConvFloat(*dy, *w, nullptr, *dx,
-                    [&](auto dyp, auto wp, auto none, auto dxp) {
-                      convForward(*cs, dyp, wp, none, dxp);
-                    });
-  return llvm::Error::success();
+  return dispatchConvFloat(
+      call, *dy, *w, nullptr, *dx,
+      convColumnElements(*cs, ConvLowering::Forward),
+      [&](auto dyp, auto wp, auto none, auto dxp, auto col) {
+        convForward(*cs, dyp, wp, none, dxp, col);
+      });
 }
 
 /// zinc.ConvTransposeGradWeight(dY, X) -> dW, with ConvTranspose's
@@ -79,11 +81,11 @@ llvm::Error runConvTransposeGradWeight(const KernelCall &call) {
   auto cs = resolveConvTransposeShape(op, call.attrs, *x, *dw, nullptr, *dy);
   if (!cs)
     return cs.takeError();
-  dispatchConvFloat(*dy, *x, nullptr, *dw,
-                    [&](auto dyp, auto xp, auto, auto dwp) {
-                      convWeightGrad(*cs, dyp, xp, dwp);
-                    });
-  return llvm::Error::success();
+  return dispatchConvFloat(call, *dy, *x, nullptr, *dw,
+                           convColumnElements(*cs, ConvLowering::WeightGrad),
+                           [&](auto dyp, auto xp, auto, auto dwp, auto col) {
+                             convWeightGrad(*cs, dyp, xp, dwp, col);
+                           });
 }
 
 } // namespace zinc::cpu

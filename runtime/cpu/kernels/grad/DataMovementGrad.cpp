@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
-#include <vector>
 
 using llvm::ArrayRef;
 using llvm::Error;
@@ -205,10 +204,22 @@ Error runGatherGrad(const KernelCall &call) {
   if (Error e = requireShape(call, "dy", *dy, expected))
     return e;
 
+  // The indices, their positions sorted by index and the start of each run
+  // of one index (count + 1 entries at most), in the call's workspace.
   int64_t dim = dataShape[axis];
-  Dims idx = loadIndexList(*indices);
-  int64_t count = static_cast<int64_t>(idx.size());
+  int64_t count = indices->numElements();
+  auto idxOr = call.scratch<int64_t>(count);
+  if (!idxOr)
+    return idxOr.takeError();
+  auto orderOr = call.scratch<int64_t>(count);
+  if (!orderOr)
+    return orderOr.takeError();
+  auto runsOr = call.scratch<int64_t>(count + 1);
+  if (!runsOr)
+    return runsOr.takeError();
+  int64_t *idx = *idxOr, *order = *orderOr, *runStarts = *runsOr;
   for (int64_t i = 0; i < count; ++i) {
+    idx[i] = loadIndex(*indices, i);
     if (idx[i] < -dim || idx[i] >= dim)
       return kernelError("GatherGrad: index " + Twine(idx[i]) +
                          " at position " + Twine(i) +
@@ -217,16 +228,19 @@ Error runGatherGrad(const KernelCall &call) {
     if (idx[i] < 0)
       idx[i] += dim;
   }
-  std::vector<int64_t> order(count);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  // Positions by index, ties in position order: what a stable sort gives,
+  // without the buffer std::stable_sort would allocate.
+  std::iota(order, order + count, 0);
+  std::sort(order, order + count, [&](int64_t a, int64_t b) {
+    return idx[a] != idx[b] ? idx[a] < idx[b] : a < b;
+  });
   // runs[r]..runs[r+1] are the positions (in `order`) of one index.
-  std::vector<int64_t> runs;
+  int64_t numRuns = 0;
   for (int64_t j = 0; j < count; ++j)
     if (j == 0 || idx[order[j]] != idx[order[j - 1]])
-      runs.push_back(j);
-  runs.push_back(count);
+      runStarts[numRuns++] = j;
+  runStarts[numRuns] = count;
+  ArrayRef<int64_t> runs(runStarts, numRuns + 1);
 
   zeroTensor(*dx);
   int64_t outer = numElements(dataShape.take_front(axis));
@@ -236,7 +250,8 @@ Error runGatherGrad(const KernelCall &call) {
   visitDType(dy->dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>())
-      gatherAdd(dy->as<T>(), dx->as<T>(), idx, order, runs, outer, dim, inner,
+      gatherAdd(dy->as<T>(), dx->as<T>(), ArrayRef<int64_t>(idx, count),
+                ArrayRef<int64_t>(order, count), runs, outer, dim, inner,
                 dy->byteSize() + dx->byteSize());
   });
   return Error::success();
@@ -270,7 +285,11 @@ Error runReduceMaxGrad(const KernelCall &call) {
                        " with reduced axes of size 1");
   Dims xs = contiguousStrides(x->shape);
   Dims ys = broadcastStrides(y->shape, x->shape);
-  std::vector<int64_t> ties(y->numElements(), 0);
+  auto tiesOr = call.scratch<int64_t>(y->numElements());
+  if (!tiesOr)
+    return tiesOr.takeError();
+  int64_t *ties = *tiesOr;
+  std::fill(ties, ties + y->numElements(), int64_t(0));
   visitDType(x->dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {

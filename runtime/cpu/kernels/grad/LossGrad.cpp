@@ -10,7 +10,8 @@
 //   dscores = G + a * onehot(t) - softmax * (sum_c G + a).
 //
 // Sums are in double; each sample n is independent, so the result does not
-// depend on the number of threads.
+// depend on the number of threads. Per-position values (the coefficients,
+// log-sum-exp, ...) live in the call's workspace, indexed by position.
 //
 //===----------------------------------------------------------------------===//
 #include "../KernelUtil.h"
@@ -19,7 +20,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 using llvm::Twine;
 
@@ -35,8 +35,8 @@ struct LossGradProblem {
   int64_t n = 0, c = 0, d = 0;
   const TensorRef *dloss = nullptr, *target = nullptr, *weight = nullptr;
   TensorRef *dx = nullptr;
-  /// The coefficient a of every position [N * D], in double.
-  std::vector<double> coef;
+  /// The coefficient a of every position [N * D], in double (workspace).
+  double *coef = nullptr;
 };
 } // namespace
 
@@ -94,7 +94,11 @@ readProblem(const KernelCall &call, const TensorRef *dloss,
   }
   // Ignored positions get no gradient at all (not 0/0 when every target is
   // ignored), as in PyTorch.
-  p.coef.assign(positions, 0.0);
+  auto coef = call.scratch<double>(positions);
+  if (!coef)
+    return coef.takeError();
+  p.coef = *coef;
+  std::fill(p.coef, p.coef + positions, 0.0);
   double denominator = 0;
   visitDType(dx->dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -155,21 +159,19 @@ llvm::Error runNegativeLogLikelihoodLossGrad(const KernelCall &call) {
 /// positions innermost so they stay contiguous.
 template <typename T>
 static void sceGradSample(const LossGradProblem &p, const T *in, bool isLogProb,
-                          const T *dlp, int64_t n, std::vector<double> &lse,
-                          std::vector<double> &sumG,
-                          std::vector<int64_t> &target) {
+                          const T *dlp, int64_t n, double *lse, double *sumG,
+                          int64_t *target, double *maxv) {
   using C = ComputeT<T>;
   const int64_t numC = p.c, numD = p.d;
   const T *x = in + n * numC * numD;
   const T *gIn = dlp ? dlp + n * numC * numD : nullptr;
   T *out = p.dx->as<T>() + n * numC * numD;
-  const double *coef = p.coef.data() + n * numD;
+  const double *coef = p.coef + n * numD;
 
   // log_prob = x - lse, with lse = 0 when x already is log_prob.
-  lse.assign(numD, 0.0);
-  target.resize(numD);
+  std::fill(lse, lse + numD, 0.0);
   if (!isLogProb) {
-    std::vector<double> maxv(numD, -std::numeric_limits<double>::infinity());
+    std::fill(maxv, maxv + numD, -std::numeric_limits<double>::infinity());
     for (int64_t c = 0; c < numC; ++c)
       for (int64_t k = 0; k < numD; ++k)
         maxv[k] = std::max(maxv[k], static_cast<double>(load(x[c * numD + k])));
@@ -181,7 +183,7 @@ static void sceGradSample(const LossGradProblem &p, const T *in, bool isLogProb,
       lse[k] = maxv[k] + std::log(lse[k]);
   }
   // sum_c G + a, the weight of the softmax term.
-  sumG.assign(coef, coef + numD);
+  std::copy(coef, coef + numD, sumG);
   if (gIn)
     for (int64_t c = 0; c < numC; ++c)
       for (int64_t k = 0; k < numD; ++k)
@@ -223,6 +225,20 @@ llvm::Error runSoftmaxCrossEntropyLossGrad(const KernelCall &call) {
                        ": log_prob (or scores) and its gradient must be " +
                        dtypeName(p.dx->dtype) + formatShape(p.dx->shape));
   bool isLogProb = call.attrs.getInt("log_prob", 0) != 0;
+  // lse, sumG, target and (for scores) the maximum, per position.
+  int64_t positions = p.n * p.d;
+  auto lse = call.scratch<double>(positions);
+  if (!lse)
+    return lse.takeError();
+  auto sumG = call.scratch<double>(positions);
+  if (!sumG)
+    return sumG.takeError();
+  auto target = call.scratch<int64_t>(positions);
+  if (!target)
+    return target.takeError();
+  auto maxv = call.scratch<double>(isLogProb ? 0 : positions);
+  if (!maxv)
+    return maxv.takeError();
   visitDType(p.dx->dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
@@ -230,10 +246,11 @@ llvm::Error runSoftmaxCrossEntropyLossGrad(const KernelCall &call) {
       const T *pg = dlp ? dlp->as<const T>() : nullptr;
       size_t work = p.dx->byteSize() * (isLogProb ? 2 : 4);
       parallelRanges(p.n, work, [&](int64_t begin, int64_t end) {
-        std::vector<double> lse, sumG;
-        std::vector<int64_t> target;
-        for (int64_t n = begin; n < end; ++n)
-          sceGradSample<T>(p, pin, isLogProb, pg, n, lse, sumG, target);
+        for (int64_t n = begin; n < end; ++n) {
+          int64_t at = n * p.d;
+          sceGradSample<T>(p, pin, isLogProb, pg, n, *lse + at, *sumG + at,
+                           *target + at, isLogProb ? nullptr : *maxv + at);
+        }
       });
     }
   });

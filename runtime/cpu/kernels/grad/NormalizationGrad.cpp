@@ -10,7 +10,6 @@
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 namespace zinc::cpu {
 
@@ -111,19 +110,18 @@ static llvm::Error runSoftmaxGradFamily(const KernelCall &call) {
       const T *py = y->as<const T>(), *pdy = dy->as<const T>();
       T *pdx = dx->as<T>();
       if (inner == 1) {
-#pragma omp parallel for schedule(static) if (parallel)
-        for (int64_t o = 0; o < outer; ++o)
+        parallelFor(outer, parallel, [&](int64_t o) {
           softmaxGradRow<isLog>(py + o * d, pdy + o * d, pdx + o * d, d);
+        });
         return;
       }
       int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (parallel)
-      for (int64_t task = 0; task < outer * blocks; ++task) {
+      parallelFor(outer * blocks, parallel, [&](int64_t task) {
         int64_t o = task / blocks, i0 = (task % blocks) * kColumnBlock;
         int64_t off = o * d * inner + i0;
         softmaxGradColumns<isLog>(py + off, pdy + off, pdx + off, d, inner,
                                   std::min(kColumnBlock, inner - i0));
-      }
+      });
     }
   });
   return llvm::Error::success();
@@ -161,21 +159,21 @@ affineStrides(const TensorRef &t, llvm::ArrayRef<int64_t> norm,
   return broadcastStrides(shape, norm);
 }
 
-/// Reads `n` statistics (Mean or InvStdDev) of any float type as double.
-static llvm::Expected<std::vector<double>>
-loadStats(const TensorRef &t, int64_t n, llvm::StringRef what) {
+/// Reads `n` statistics (Mean or InvStdDev) of any float type as double
+/// into `out`.
+static llvm::Error loadStats(const TensorRef &t, int64_t n,
+                             llvm::StringRef what, double *out) {
   if (!isFloatDType(t.dtype) || t.numElements() != n)
     return kernelError("LayerNormalizationGrad: " + what + " is " +
                        dtypeName(t.dtype) + formatShape(t.shape) +
                        ", expected " + llvm::Twine(n) + " float elements");
-  std::vector<double> v(n);
   visitDType(t.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>())
       for (int64_t i = 0; i < n; ++i)
-        v[i] = static_cast<double>(load(t.as<const T>()[i]));
+        out[i] = static_cast<double>(load(t.as<const T>()[i]));
   });
-  return v;
+  return llvm::Error::success();
 }
 
 /// Inputs (dy, x, scale, [mean, invstd]), outputs (dx, dscale, [dbias]);
@@ -226,36 +224,53 @@ llvm::Error runLayerNormalizationGrad(const KernelCall &call) {
   }
   llvm::SmallVector<int64_t, 6> normStrides = contiguousStrides(norm);
 
-  std::vector<double> means(outer), invStd(outer);
+  // Workspace: the row statistics, Scale over the normalised shape in the
+  // compute type, the column sums and one buffer to reduce them into.
+  auto means = call.scratch<double>(outer);
+  if (!means)
+    return means.takeError();
+  auto invStd = call.scratch<double>(outer);
+  if (!invStd)
+    return invStd.takeError();
   if (meanIn) {
-    auto m = loadStats(*meanIn, outer, "mean");
-    if (!m)
-      return m.takeError();
-    auto s = loadStats(*invStdIn, outer, "invstd");
-    if (!s)
-      return s.takeError();
-    means = std::move(*m);
-    invStd = std::move(*s);
+    if (auto err = loadStats(*meanIn, outer, "mean", *means))
+      return err;
+    if (auto err = loadStats(*invStdIn, outer, "invstd", *invStd))
+      return err;
   }
   bool parallel = outer * d >= kParallelMin;
   size_t work = x->byteSize() * 3;
 
-  visitDType(x->dtype, [&](auto tag) {
+  return visitDType(x->dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
       using C = ComputeT<T>;
+      auto gOr = call.scratch<C>(d);
+      if (!gOr)
+        return gOr.takeError();
+      auto accScaleOr = call.scratch<double>(d);
+      if (!accScaleOr)
+        return accScaleOr.takeError();
+      auto accBiasOr = call.scratch<double>(dbias ? d : 0);
+      if (!accBiasOr)
+        return accBiasOr.takeError();
+      auto sumsOr = call.scratch<double>(
+          std::max(dscale->numElements(), dbias ? dbias->numElements() : 0));
+      if (!sumsOr)
+        return sumsOr.takeError();
+      C *g = *gOr;
+      double *accScale = *accScaleOr, *accBias = *accBiasOr, *sums = *sumsOr;
+      double *pm = *means, *ps = *invStd;
       const T *px = x->as<const T>(), *pdy = dy->as<const T>();
       T *pdx = dx->as<T>();
       // Scale over the normalised shape, in the compute type.
-      std::vector<C> g(d);
-      const T *ps = scale->as<const T>();
+      const T *pscale = scale->as<const T>();
       forEachStrided<2>(norm, {*scaleStrides, normStrides},
                         [&](const std::array<int64_t, 2> &off) {
-                          g[off[1]] = load(ps[off[0]]);
+                          g[off[1]] = load(pscale[off[0]]);
                         });
 
-#pragma omp parallel for schedule(static) if (parallel)
-      for (int64_t o = 0; o < outer; ++o) {
+      parallelFor(outer, parallel, [&](int64_t o) {
         const T *xr = px + o * d, *dyr = pdy + o * d;
         if (!meanIn) {
           // Two passes in double, as the forward kernel computes them.
@@ -267,10 +282,10 @@ llvm::Error runLayerNormalizationGrad(const KernelCall &call) {
             double c = static_cast<double>(load(xr[j])) - mean;
             sq += c * c;
           }
-          means[o] = mean;
-          invStd[o] = 1.0 / std::sqrt((d ? sq / d : 0) + epsilon);
+          pm[o] = mean;
+          ps[o] = 1.0 / std::sqrt((d ? sq / d : 0) + epsilon);
         }
-        C m = static_cast<C>(means[o]), s = static_cast<C>(invStd[o]);
+        C m = static_cast<C>(pm[o]), s = static_cast<C>(ps[o]);
         double sumG = 0, sumGX = 0;
         for (int64_t j = 0; j < d; ++j) {
           C gj = load(dyr[j]) * g[j];
@@ -285,15 +300,17 @@ llvm::Error runLayerNormalizationGrad(const KernelCall &call) {
           C xhat = (load(xr[j]) - m) * s;
           dxr[j] = store<T>(s * (load(dyr[j]) * g[j] - meanG - xhat * meanGX));
         }
-      }
+      });
 
       // Column sums over the rows; each column is summed by one thread in
       // row order, so the result does not depend on the thread count.
-      std::vector<double> accScale(d, 0.0), accBias(dbias ? d : 0, 0.0);
+      std::fill(accScale, accScale + d, 0.0);
+      if (dbias)
+        std::fill(accBias, accBias + d, 0.0);
       parallelRanges(d, work, [&](int64_t j0, int64_t j1) {
         for (int64_t o = 0; o < outer; ++o) {
           const T *xr = px + o * d, *dyr = pdy + o * d;
-          double m = means[o], s = invStd[o];
+          double m = pm[o], s = ps[o];
           for (int64_t j = j0; j < j1; ++j) {
             double gy = static_cast<double>(load(dyr[j]));
             accScale[j] += gy * (static_cast<double>(load(xr[j])) - m) * s;
@@ -303,22 +320,23 @@ llvm::Error runLayerNormalizationGrad(const KernelCall &call) {
         }
       });
       auto reduceInto = [&](TensorRef &out, llvm::ArrayRef<int64_t> strides,
-                            const std::vector<double> &acc) {
-        std::vector<double> sums(out.numElements(), 0.0);
+                            const double *acc) {
+        int64_t count = out.numElements();
+        std::fill(sums, sums + count, 0.0);
         forEachStrided<2>(norm, {strides, normStrides},
                           [&](const std::array<int64_t, 2> &off) {
                             sums[off[0]] += acc[off[1]];
                           });
         T *p = out.as<T>();
-        for (size_t i = 0; i < sums.size(); ++i)
+        for (int64_t i = 0; i < count; ++i)
           p[i] = store<T>(sums[i]);
       };
       reduceInto(*dscale, *scaleStrides, accScale);
       if (dbias)
         reduceInto(*dbias, biasStrides, accBias);
     }
+    return llvm::Error::success();
   });
-  return llvm::Error::success();
 }
 
 } // namespace zinc::cpu

@@ -5,14 +5,14 @@
 // window is recomputed from X rather than read from Indices, which the
 // exporter usually drops), AveragePool spreads it evenly over the window's
 // real inputs. Windows overlap when strides are below the kernel, so each
-// plane accumulates in the compute type and is rounded once; threads own
-// whole planes.
+// plane accumulates in the compute type and is rounded once: in dX itself
+// for f32 and f64, in the call's workspace for the 16-bit floats; threads
+// own whole planes.
 //
 //===----------------------------------------------------------------------===//
 #include "../Kernels.h"
 #include "../PoolWindows.h"
 #include "llvm/ADT/Twine.h"
-#include <vector>
 
 namespace zinc::cpu {
 
@@ -39,22 +39,38 @@ static llvm::Error checkPoolGradOperands(llvm::StringRef op,
   return llvm::Error::success();
 }
 
+/// The compute-type accumulators of dX: dX itself when T is the compute
+/// type, else a piece of the call's workspace (every plane's, since threads
+/// take planes).
 template <typename T>
-static void maxPoolGrad(const Pool3 &p, const T *dy, const T *x, T *dx) {
+static llvm::Expected<ComputeT<T> *> accumulators(const KernelCall &call,
+                                                  TensorRef &dx) {
+  using C = ComputeT<T>;
+  if constexpr (std::is_same_v<T, C>)
+    return dx.as<C>();
+  else
+    return call.scratch<C>(dx.numElements());
+}
+
+template <typename T>
+static void maxPoolGrad(const Pool3 &p, const T *dy, const T *x, T *dx,
+                        ComputeT<T> *accs) {
   using C = ComputeT<T>;
   int64_t work = p.planes * p.outPlane;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int64_t plane = 0; plane < p.planes; ++plane) {
-    std::vector<C> acc(p.inPlane, C(0));
+  parallelFor(p.planes, work > kParallelWork, [&](int64_t plane) {
+    C *acc = accs + plane * p.inPlane;
+    std::fill(acc, acc + p.inPlane, C(0));
     const T *dyp = dy + plane * p.outPlane;
     forEachWindowMax(p, x + plane * p.inPlane,
                      [&](int64_t o, auto, int64_t i0, int64_t i1, int64_t i2) {
                        acc[(i0 * p.in[1] + i1) * p.in[2] + i2] += load(dyp[o]);
                      });
-    T *dxp = dx + plane * p.inPlane;
-    for (int64_t i = 0; i < p.inPlane; ++i)
-      dxp[i] = store<T>(acc[i]);
-  }
+    if constexpr (!std::is_same_v<T, C>) {
+      T *dxp = dx + plane * p.inPlane;
+      for (int64_t i = 0; i < p.inPlane; ++i)
+        dxp[i] = store<T>(acc[i]);
+    }
+  });
 }
 
 /// zinc.MaxPoolGrad(dY, X) -> dX, with MaxPool's attributes.
@@ -71,23 +87,30 @@ llvm::Error runMaxPoolGrad(const KernelCall &call) {
   if (g->hasEmptyWindow())
     return kernelError("unsupported: MaxPoolGrad with a window that lies "
                        "entirely in padding");
-  Pool3 p = makePool3(*g, x->shape[0] * x->shape[1]);
-  visitDType(x->dtype, [&](auto tag) {
+  auto pool = makePool3(call, *g, x->shape[0] * x->shape[1]);
+  if (!pool)
+    return pool.takeError();
+  return visitDType(x->dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
-    if constexpr (isFloatStorage<T>())
-      maxPoolGrad<T>(p, dy->as<const T>(), x->as<const T>(), dx->as<T>());
+    if constexpr (isFloatStorage<T>()) {
+      auto acc = accumulators<T>(call, *dx);
+      if (!acc)
+        return acc.takeError();
+      maxPoolGrad<T>(*pool, dy->as<const T>(), x->as<const T>(), dx->as<T>(),
+                     *acc);
+    }
+    return llvm::Error::success();
   });
-  return llvm::Error::success();
 }
 
 template <typename T>
 static void averagePoolGrad(const Pool3 &p, const T *dy, T *dx,
-                            bool countIncludePad) {
+                            bool countIncludePad, ComputeT<T> *accs) {
   using C = ComputeT<T>;
   int64_t work = p.planes * p.outPlane;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int64_t plane = 0; plane < p.planes; ++plane) {
-    std::vector<C> acc(p.inPlane, C(0));
+  parallelFor(p.planes, work > kParallelWork, [&](int64_t plane) {
+    C *acc = accs + plane * p.inPlane;
+    std::fill(acc, acc + p.inPlane, C(0));
     const T *dyp = dy + plane * p.outPlane;
     int64_t o = 0;
     for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
@@ -107,16 +130,18 @@ static void averagePoolGrad(const Pool3 &p, const T *dy, T *dx,
             int64_t i0 = p.start[0][o0] + j0 * p.dil[0];
             for (int64_t j1 = f1; j1 < l1; ++j1) {
               int64_t i1 = p.start[1][o1] + j1 * p.dil[1];
-              C *row = acc.data() + (i0 * p.in[1] + i1) * p.in[2];
+              C *row = acc + (i0 * p.in[1] + i1) * p.in[2];
               for (int64_t j2 = f2; j2 < l2; ++j2)
                 row[p.start[2][o2] + j2 * p.dil[2]] += share;
             }
           }
         }
-    T *dxp = dx + plane * p.inPlane;
-    for (int64_t i = 0; i < p.inPlane; ++i)
-      dxp[i] = store<T>(acc[i]);
-  }
+    if constexpr (!std::is_same_v<T, C>) {
+      T *dxp = dx + plane * p.inPlane;
+      for (int64_t i = 0; i < p.inPlane; ++i)
+        dxp[i] = store<T>(acc[i]);
+    }
+  });
 }
 
 /// zinc.AveragePoolGrad(dY) -> dX, with AveragePool's attributes; dX's
@@ -132,7 +157,10 @@ llvm::Error runAveragePoolGrad(const KernelCall &call) {
   auto g = poolGeometry(call, *dx, *dy, ceilMode, /*allowDilations=*/true);
   if (!g)
     return g.takeError();
-  Pool3 p = makePool3(*g, dx->shape[0] * dx->shape[1]);
+  auto pool = makePool3(call, *g, dx->shape[0] * dx->shape[1]);
+  if (!pool)
+    return pool.takeError();
+  const Pool3 &p = *pool;
   for (size_t a = 0; a < 3; ++a)
     for (int64_t o = 0; o < p.out[a]; ++o) {
       int64_t n = countIncludePad ? p.taps[a].padded[o]
@@ -142,12 +170,17 @@ llvm::Error runAveragePoolGrad(const KernelCall &call) {
                            "covers no input" +
                            llvm::Twine(countIncludePad ? " or padding" : ""));
     }
-  visitDType(dx->dtype, [&](auto tag) {
+  return visitDType(dx->dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
-    if constexpr (isFloatStorage<T>())
-      averagePoolGrad<T>(p, dy->as<const T>(), dx->as<T>(), countIncludePad);
+    if constexpr (isFloatStorage<T>()) {
+      auto acc = accumulators<T>(call, *dx);
+      if (!acc)
+        return acc.takeError();
+      averagePoolGrad<T>(p, dy->as<const T>(), dx->as<T>(), countIncludePad,
+                         *acc);
+    }
+    return llvm::Error::success();
   });
-  return llvm::Error::success();
 }
 
 } // namespace zinc::cpu

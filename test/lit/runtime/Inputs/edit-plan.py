@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Moves tensors of a text plan (zinc-compile --emit=text) to another tier,
-or deletes instructions, and re-seals the plan's checksum, so lit tests can
-hand zinc-run plans the compiler would not emit.
+or deletes instructions, resizes byte tensors, and re-seals the plan's
+checksum, so lit tests can hand zinc-run plans the compiler would not emit.
 
 usage: edit-plan.py IN OUT [--move NAME=TIER:OFFSET]... [--tier TIER:PEAK:ALIGNMENT]...
-                           [--delete NAME]...
+                           [--delete NAME]... [--resize NAME=BYTES]...
 
 --delete drops the instruction named NAME as if the compiler had never
 emitted it: the waits on the events it signalled go too, and the remaining
@@ -82,6 +82,7 @@ def main():
     ap.add_argument("--move", action="append", default=[])
     ap.add_argument("--tier", action="append", default=[])
     ap.add_argument("--delete", action="append", default=[])
+    ap.add_argument("--resize", action="append", default=[])
     args = ap.parse_args()
     text = open(args.input).read()
     version, checksum, body = text.split("\n", 2)
@@ -99,6 +100,16 @@ def main():
                 "  tier: %s\n  offset: %s\n}" % (tier, offset) + body[match.end():])
     for name in args.delete:
         body = delete_instruction(body, name)
+    for resize in args.resize:
+        # A u8[N] tensor (a kernel workspace) becomes u8[BYTES].
+        name, size = resize.split("=")
+        block = re.compile(r'(tensors \{\n(?:  .*\n)*?  name: "%s"\n)((?:  .*\n)*?)\}' % re.escape(name))
+        match = block.search(body)
+        assert match, "no tensor " + name
+        rest = "".join(l + "\n" for l in match.group(2).splitlines()
+                       if not l.startswith(("  shape:", "  size_bytes:")))
+        body = (body[:match.start()] + match.group(1) + rest +
+                "  shape: %s\n  size_bytes: %s\n}" % (size, size) + body[match.end():])
     for tier in args.tier:
         name, peak, alignment = tier.split(":")
         body = body.rstrip("\n") + "\ntiers {\n  tier: %s\n  peak: %s\n  alignment: %s\n}\n" % (
