@@ -14,8 +14,9 @@ and measures:
 Models (`--list` prints them with their parameter and node counts):
   gpt-1.3b .. gpt-1t   GPT-3 sizes at batch 1 x 2048 tokens, vocab 50257
                        (1T: ZeRO-Infinity's 128 layers x d_model 25600)
-  nodes-100k           a deep, narrow GPT (d_model 64) whose ONNX forward
-                       graph has 100,000 nodes or more (Constant nodes included)
+  nodes-100k           a deep, narrow GPT (d_model 64, 2941 layers) whose ONNX
+                       forward graph has 100,000 nodes or more (Constant nodes
+                       included); nodes-10k the same at 10,000 nodes
   layers-N             d_model 1024, 16 heads, batch 1 x 512 tokens, N layers:
                        the series whose seconds are fitted to a * N^k (least
                        squares on log-log); the script prints k, and the k that
@@ -89,8 +90,8 @@ def models(quick=False):
             ("gpt", C("gpt-13b", 40, 5120, 40)),
             ("gpt", C("gpt-175b", 96, 12288, 96)),
             ("gpt", C("gpt-1t", 128, 25600, 160))]
-    out.append(("nodes", C("nodes-100k", shape_gpt.layers_for_nodes(100000), 64, 4, seq=64,
-                           vocab=256)))
+    out += [("nodes", C("nodes-%dk" % (n // 1000), shape_gpt.layers_for_nodes(n), 64, 4,
+                        seq=64, vocab=256)) for n in (10000, 100000)]
     return out
 
 
@@ -274,12 +275,20 @@ def bench_one(compiler, flags, kind, cfg, work, timeout, time_passes, keep):
            "peak_rss_mib": round(rss / 1024.0, 1)}
     if state == "failed":
         row["error"] = last_error_line(stderr)
+        if code < 0:  # Not our timeout: something else killed it.
+            row["error"] = "killed by %s; stderr ended: %s" % (
+                signal.Signals(-code).name, row["error"])
     if state == "ok":
         row["plan"] = plan_stats(plan)
         if "does not exist" not in stderr:
             row["warning"] = "zinc-compile did not warn about the missing weights"
     if time_passes:
         row["time_passes"] = parse_time_passes(stderr)
+        if state == "ok":
+            # Import, the text clone of each placement attempt, emit, the
+            # plan verifier and writing the plan.
+            row["time_passes"]["outside_passes_seconds"] = round(
+                wall - row["time_passes"]["wall_seconds"].get("(total of the reports)", 0.0), 3)
     if not keep:
         shutil.rmtree(model_dir, ignore_errors=True)
     return row
@@ -306,7 +315,12 @@ def scaling_fit(rows):
            "cpu_exponent": round(loglog_slope(layers, [max(r["cpu_seconds"], 1e-3)
                                                         for r in ok]), 3),
            "nlogn_exponent": round(loglog_slope(layers, [n * math.log(n) for n in layers]), 3),
-           "rss_exponent": round(loglog_slope(layers, [r["peak_rss_kib"] for r in ok]), 3)}
+           "rss_exponent": round(loglog_slope(layers, [r["peak_rss_kib"] for r in ok]), 3),
+           # Slope between neighbours: start-up costs flatten the small end,
+           # so the last one says more about how the compiler grows.
+           "local_exponents": [round(loglog_slope(layers[i:i + 2],
+                                                  [r["seconds"] for r in ok[i:i + 2]]), 2)
+                               for i in range(len(ok) - 1)]}
     skipped = [r["name"] for r in rows if r["kind"] == "layers" and r["status"] != "ok"]
     if skipped:
         fit["left_out"] = skipped
@@ -331,7 +345,7 @@ def targets(rows, fit):
 def fmt_row(r):
     plan = r.get("plan", {})
     status = r["status"] if r["status"] != "failed" else "failed: " + r.get("error", "")[:60]
-    return "%-11s %14s %8d %9.2f %9.2f %9.1f %9s  %s" % (
+    return "%-11s %17s %8d %9.2f %9.2f %9.1f %9s  %s" % (
         r["name"], "{:,}".format(r["config"]["params"]), r["config"]["onnx_nodes"],
         r["seconds"], r["cpu_seconds"], r["peak_rss_mib"],
         plan.get("instructions", "-"), status)
@@ -383,7 +397,7 @@ def main(argv=None):
             "" if args.budget == "a100-80g" else "-" + args.budget))
     print("budget %s: zinc-compile %s; timeout %gs per compile" % (
         args.budget, " ".join(flags), args.timeout))
-    print("%-11s %14s %8s %9s %9s %9s %9s  %s" % (
+    print("%-11s %17s %8s %9s %9s %9s %9s  %s" % (
         "model", "params", "nodes", "seconds", "cpu s", "RSS MiB", "instrs", "status"))
     rows = []
     load_before = loadavg()
@@ -400,9 +414,10 @@ def main(argv=None):
     fit = scaling_fit(rows)
     if fit:
         print("layer scaling (%s layers): seconds ~ layers^%.2f (cpu seconds ^%.2f, peak RSS "
-              "^%.2f); N log N over these N fits ^%.2f" % (
+              "^%.2f); N log N over these N fits ^%.2f; between neighbours: %s" % (
                   ",".join(map(str, fit["layers"])), fit["exponent"], fit["cpu_exponent"],
-                  fit["rss_exponent"], fit["nlogn_exponent"]))
+                  fit["rss_exponent"], fit["nlogn_exponent"],
+                  " ".join("%.2f" % k for k in fit["local_exponents"])))
     goals = targets(rows, fit)
     for goal, met in goals.items():
         print("target %-40s %s" % (goal + ":", "met" if met else "NOT met"))
@@ -412,8 +427,9 @@ def main(argv=None):
             if not tp:
                 continue
             total = tp["wall_seconds"].get("(total of the reports)", 0.0)
-            print("%s: %d pass timing reports, %.2f s in passes of %.2f s" % (
-                r["name"], tp["reports"], total, r["seconds"]))
+            print("%s: %d pass timing reports, %.2f s in passes of %.2f s (%.2f s outside "
+                  "them)" % (r["name"], tp["reports"], total, r["seconds"],
+                             tp.get("outside_passes_seconds", float("nan"))))
             for name, s in tp["wall_seconds"].items():
                 if name != "(total of the reports)":
                     print("  %8.3f s  %s" % (s, name))

@@ -38,7 +38,6 @@ import os
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper
 
 OPSET = 17
