@@ -3,6 +3,7 @@
 #   make test  installs dependencies, builds, and runs every test
 #   make bench builds, then compares training steps/s with PyTorch (bench/README.md)
 #   make bench-adam builds, then compares CPU AdamW params/s with PyTorch and a triad
+#   make bench-compile builds, then times zinc-compile on shape-only GPTs up to 1T
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD)/.deps-installed
@@ -62,3 +63,9 @@ NVME_DIR ?= /var/tmp/zinc-bench-nvme
 .PHONY: bench-nvme
 bench-nvme: build
 	/usr/bin/python3 bench/nvme_io.py --build-dir $(BUILD) --dir $(NVME_DIR)
+
+# zinc-compile's seconds and peak RSS from 1.3B to 1T parameters and on a
+# 100k-node graph (bench/README.md); JSON in bench/results/.
+.PHONY: bench-compile
+bench-compile: build
+	/usr/bin/python3 bench/compile_scale.py --build-dir $(BUILD)
