@@ -26,8 +26,9 @@ A compile that runs past --timeout is killed and recorded as "timeout"; one
 that fails records the last line of its stderr. From each plan it reads (its
 protobuf, without zinc's libraries) the instruction and tensor counts and
 each tier's proven peak. With --time-passes zinc-compile also times its
-passes; the reports (one per pass manager run: the main pipeline, then one
-per placement attempt) are parsed and summed per pass into the JSON.
+passes; the pass report (and, with compilers that time them, the phases
+around the passes: import, emit, the plan verifier, writing) are parsed into
+the JSON.
 
 Prints a table and writes JSON (default bench/results/compile_scale.json, or
 compile_scale-no-spill.json for that budget).
@@ -193,14 +194,17 @@ _WALL = re.compile(r"([0-9.]+) \(\s*[0-9.]+%\)")
 def parse_time_passes(stderr):
     """Sums the wall seconds per pass over every report llvm's TimerGroup
     printed (the last column of each row is the wall time)."""
-    passes, reports = {}, 0
-    in_report = False
+    passes, phases, reports = {}, {}, 0
+    current = None  # the dict the report being read goes to
     for line in stderr.splitlines():
         if "pass execution timing report" in line:
             reports += 1
-            in_report = True
+            current = passes
             continue
-        if not in_report:
+        if "zinc-compile phases" in line:  # import, emit, plan verifier, writing
+            current = phases
+            continue
+        if current is None:
             continue
         m = _TIMING_ROW.match(line)
         if not m:
@@ -208,12 +212,13 @@ def parse_time_passes(stderr):
         name = m.group("name")
         wall = float(_WALL.findall(line)[-1])
         if name == "Total":
-            in_report = False
-            passes["(total of the reports)"] = passes.get("(total of the reports)", 0.0) + wall
+            if current is passes:
+                passes["(total of the reports)"] = passes.get("(total of the reports)", 0.0) + wall
+            current = None
             continue
-        passes[name] = passes.get(name, 0.0) + wall
-    return {"reports": reports, "wall_seconds": dict(sorted(passes.items(),
-                                                             key=lambda kv: -kv[1]))}
+        current[name] = current.get(name, 0.0) + wall
+    by_time = lambda d: dict(sorted(d.items(), key=lambda kv: -kv[1]))
+    return {"reports": reports, "wall_seconds": by_time(passes), "phases": by_time(phases)}
 
 
 # -- Running one compile -----------------------------------------------------
