@@ -1,23 +1,29 @@
 //===- Spill.cpp - spill: what stops being kept when the GPU tier overflows ===//
 //
 // Runs after insert-transfers, ahead of allocate. When the GPU tier's packed
-// peak exceeds its capacity, activations that sit idle across the peak stop
-// being kept: recomputed just before their next use when their node is cheap
-// and its inputs are at hand anyway (rematerialisation), else spilled:
-// evicted to the CPU after their last use before the peak and fetched back
+// peak exceeds its capacity, activations that sit idle while the tier is
+// over budget stop being kept: recomputed just before their next use when
+// their node is cheap and its inputs are at hand anyway (rematerialisation),
+// else spilled: evicted to the CPU after their last use and fetched back
 // ahead of the next (the activation offloading of ZeRO-Offload).
 //
-// Each round lays the tiers out once (TierLayout, O(n log n)) and relieves
-// the peak instant by as many live bytes as it overflows, biggest idle values
-// first; rounds stop when the GPU fits, nothing idle is left at the peak,
-// a few rounds in a row stopped lowering it, or after kMaxRounds. allocate
-// then proves the result fits, or says what would.
+// A round is one sweep in program order over the GPU's live bytes (from
+// TierLayout's intervals). Every idle stretch of every activation enters a
+// queue when it begins; at each instant over the target, the biggest idle
+// values whose next use is furthest away are let go until the instant fits
+// (Belady's choice among the biggest: what leaves longest relieves the most
+// instants at once). So one round handles every overflowing instant, in
+// O(n log n). Then the tier is packed again; if fragmentation still
+// overflows it, the next round aims that much lower. allocate then proves
+// the result fits, or says what would.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/Pass.h"
 #include "zinc/passes/TierLayout.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/MathExtras.h"
+#include <queue>
 
 namespace zinc::passes {
 namespace {
@@ -35,6 +41,8 @@ public:
 class Positions {
 public:
   explicit Positions(const ir::Graph &g) {
+    pos.reserve(g.numNodes());
+    order.reserve(g.numNodes());
     for (ir::Node *n : g.nodes()) {
       pos[n] = 4 * static_cast<int64_t>(order.size());
       order.push_back(n);
@@ -43,6 +51,7 @@ public:
   int64_t of(const ir::Node *n) const { return pos.lookup(n); }
   /// The snapshot node at index i (in TierLayout's time), or null past the end.
   ir::Node *at(size_t i) const { return i < order.size() ? order[i] : nullptr; }
+  size_t size() const { return order.size(); }
   void inserted(const ir::Node *n, const ir::Node *before) {
     pos[n] = before ? pos.lookup(before) - 1 : 4 * static_cast<int64_t>(order.size());
   }
@@ -52,13 +61,22 @@ private:
   llvm::DenseMap<const ir::Node *, int64_t> pos;
 };
 
-/// A GPU activation idle across `time`: its last use before and first use
-/// after, as snapshot indices.
-struct SpillCandidate {
+/// A stretch of snapshot indices over which a GPU activation is untouched:
+/// between its use at `lastUse` and its next at `nextUse`. Let go at an
+/// instant of the stretch, it is gone from lastUse + 1 (its eviction runs
+/// right after that use) until its return, a couple of nodes ahead of the
+/// next use to overlap, but never before the instant it relieves.
+struct IdleGap {
   ir::Value *value = nullptr;
-  size_t lastBefore = 0;
-  size_t firstAfter = 0;
+  size_t lastUse = 0;
+  size_t nextUse = 0;
+  size_t firstRelieved() const { return lastUse + 1; }
+  /// The last instant it can relieve: its return then runs just after.
+  size_t lastRelievable() const { return nextUse - 2; }
+  /// Where it comes back when let go at `time`.
+  size_t returnAt(size_t time) const { return std::max(time + 1, nextUse - 2); }
 };
+constexpr size_t kMinGap = 3;
 
 /// Snapshot indices of the nodes touching `v`, ascending, unique.
 std::vector<size_t> touchTimes(const ir::Value &v, const Positions &pos) {
@@ -72,34 +90,22 @@ std::vector<size_t> touchTimes(const ir::Value &v, const Positions &pos) {
   return times;
 }
 
-/// GPU activations live across `time` without being used there, biggest
-/// first (ties: the longest gap, then the first created).
-std::vector<SpillCandidate> candidatesAt(const ir::Graph &g, const Positions &pos,
-                                         const TierLayout &layout, int64_t time) {
-  std::vector<SpillCandidate> found;
+/// Every idle stretch of the GPU's activations long enough to relieve an
+/// instant, in the order they begin.
+std::vector<IdleGap> idleGaps(const ir::Graph &g, const Positions &pos) {
+  std::vector<IdleGap> gaps;
   for (const auto &v : g.values()) {
     if (v->tier != ir::Tier::Gpu || isPersistent(g, *v))
       continue;
-    const BufferInterval &iv = layout.intervals.lookup(v.get());
-    if (iv.begin >= time || iv.end <= time)
-      continue;
-    std::vector<size_t> u = touchTimes(*v, pos);
-    auto after = llvm::upper_bound(u, static_cast<size_t>(time));
-    if (after == u.begin() || after == u.end() || *(after - 1) == static_cast<size_t>(time))
-      continue;
-    SpillCandidate c{v.get(), *(after - 1), *after};
-    // Refetching right after the peak must leave something to gain.
-    if (c.firstAfter <= static_cast<size_t>(time) + 1)
-      continue;
-    found.push_back(c);
+    std::vector<size_t> t = touchTimes(*v, pos);
+    for (size_t i = 0; i + 1 < t.size(); ++i)
+      if (t[i + 1] - t[i] >= kMinGap)
+        gaps.push_back({v.get(), t[i], t[i + 1]});
   }
-  auto gap = [](const SpillCandidate &s) { return s.firstAfter - s.lastBefore; };
-  std::stable_sort(found.begin(), found.end(),
-                   [&](const SpillCandidate &a, const SpillCandidate &b) {
-                     uint64_t sa = a.value->byteSize(), sb = b.value->byteSize();
-                     return sa != sb ? sa > sb : gap(a) > gap(b);
-                   });
-  return found;
+  llvm::sort(gaps, [](const IdleGap &a, const IdleGap &b) {
+    return a.lastUse != b.lastUse ? a.lastUse < b.lastUse : a.nextUse > b.nextUse;
+  });
+  return gaps;
 }
 
 /// The uses of `v` at or after snapshot index `from`.
@@ -112,16 +118,14 @@ std::vector<ir::Node *> usersFrom(const ir::Value &v, const Positions &pos, size
   return users;
 }
 
-/// Evicts `c.value` after its last use before the peak and brings it back
-/// just after the peak; uses from then on read the returned copy.
-void spill(ir::Graph &g, Positions &pos, const SpillCandidate &c, int64_t time) {
-  ir::Value *v = c.value;
-  std::vector<ir::Node *> laterUsers = usersFrom(*v, pos, c.firstAfter);
-  ir::Node *afterLastUse = pos.at(c.lastBefore + 1);
-  // Back just ahead of the next use (a couple of nodes, to overlap), but
-  // never before the peak it is relieving.
-  size_t refetchAt = std::max<size_t>(time + 1, c.firstAfter > 2 ? c.firstAfter - 2 : 0);
-  ir::Node *afterPeak = pos.at(refetchAt);
+/// Evicts `gap.value` after its last use before the gap and brings it back
+/// ahead of the next (relieving `time`); uses from then on read the
+/// returned copy.
+void spill(ir::Graph &g, Positions &pos, const IdleGap &gap, size_t time) {
+  ir::Value *v = gap.value;
+  std::vector<ir::Node *> laterUsers = usersFrom(*v, pos, gap.nextUse);
+  ir::Node *afterLastUse = pos.at(gap.lastUse + 1);
+  ir::Node *beforeNextUse = pos.at(gap.returnAt(time));
 
   std::string base = g.uniqueValueName(v->name + "@spill");
   ir::Value *onHost = g.addValue(base, v->dtype, v->shape, ir::ValueRole::Activation);
@@ -133,10 +137,10 @@ void spill(ir::Graph &g, Positions &pos, const SpillCandidate &c, int64_t time) 
   std::string back = g.uniqueValueName(v->name + "@refetch");
   ir::Value *again = g.addValue(back, v->dtype, v->shape, ir::ValueRole::Activation);
   again->tier = ir::Tier::Gpu;
-  ir::Node *in = g.insertNode(afterPeak, "Copy", g.uniqueNodeName(back), {onHost},
+  ir::Node *in = g.insertNode(beforeNextUse, "Copy", g.uniqueNodeName(back), {onHost},
                               {again}, {}, kZincDomain);
   in->stream = ir::Stream::H2D;
-  pos.inserted(in, afterPeak);
+  pos.inserted(in, beforeNextUse);
   for (ir::Node *user : laterUsers)
     user->replaceUsesOfWith(v, again);
 }
@@ -153,12 +157,12 @@ bool cheapToRecompute(const ir::Node &n) {
          llvm::count_if(n.outputs, [](const ir::Value *o) { return o; }) == 1;
 }
 
-/// Rematerialisation: when `c.value`'s node is cheap and every one of its
+/// Rematerialisation: when `gap.value`'s node is cheap and every one of its
 /// inputs is on the GPU and live at the next use anyway, a copy of the node
 /// right before that use replaces keeping the value across the gap. Returns
 /// false (and changes nothing) when that does not hold.
-bool recompute(ir::Graph &g, Positions &pos, const SpillCandidate &c) {
-  ir::Value *v = c.value;
+bool recompute(ir::Graph &g, Positions &pos, const IdleGap &gap) {
+  ir::Value *v = gap.value;
   ir::Node *def = v->def;
   if (!def || !cheapToRecompute(*def))
     return false;
@@ -169,16 +173,16 @@ bool recompute(ir::Graph &g, Positions &pos, const SpillCandidate &c) {
       return false;
     if (isPersistent(g, *in))
       continue;
-    if (usersFrom(*in, pos, c.firstAfter).empty())
+    if (usersFrom(*in, pos, gap.nextUse).empty())
       return false;
   }
-  std::vector<ir::Node *> laterUsers = usersFrom(*v, pos, c.firstAfter);
+  std::vector<ir::Node *> laterUsers = usersFrom(*v, pos, gap.nextUse);
   std::string name = g.uniqueValueName(v->name + "@recompute");
   ir::Value *again = g.addValue(name, v->dtype, v->shape, ir::ValueRole::Activation);
   llvm::SmallVector<ir::Value *, 4> outputs;
   for (ir::Value *out : def->outputs)
     outputs.push_back(out == v ? again : nullptr);
-  ir::Node *before = pos.at(c.firstAfter);
+  ir::Node *before = pos.at(gap.nextUse);
   ir::Node *copy = g.insertNode(before, def->opType, g.uniqueNodeName(name),
                                 def->inputs, outputs, def->attrs, def->domain);
   pos.inserted(copy, before);
@@ -187,11 +191,102 @@ bool recompute(ir::Graph &g, Positions &pos, const SpillCandidate &c) {
   return true;
 }
 
-/// Rounds of layout; each relieves the whole overflow at the peak instant.
-constexpr unsigned kMaxRounds = 32;
-/// Rounds in a row without a lower peak (fragmentation, or a peak made of
-/// operands in use) before giving up.
-constexpr unsigned kMaxRoundsWithoutProgress = 4;
+/// Idle stretches by size class (log2 of the bytes), each a heap on how far
+/// away the next use is: the biggest values go first, and among them the
+/// one needed last.
+class IdleQueue {
+public:
+  void push(const IdleGap &gap) {
+    unsigned size = llvm::Log2_64(std::max<uint64_t>(gap.value->byteSize(), 1));
+    classes[size].push(gap);
+  }
+
+  /// The stretch to let go at `time`, or none: one that covers `time`, of a
+  /// value not yet let go or pinned this round.
+  llvm::Optional<IdleGap> pop(size_t time, const llvm::DenseSet<const ir::Value *> &taken) {
+    for (unsigned c = kClasses; c-- > 0;) {
+      auto &heap = classes[c];
+      while (!heap.empty()) {
+        IdleGap top = heap.top();
+        if (top.lastRelievable() < time) {
+          // The furthest next use has passed: so has every other here.
+          heap = {};
+          break;
+        }
+        heap.pop();
+        if (!taken.count(top.value))
+          return top;
+      }
+    }
+    return llvm::None;
+  }
+
+private:
+  struct NextUseFirst {
+    bool operator()(const IdleGap &a, const IdleGap &b) const {
+      return a.nextUse < b.nextUse;
+    }
+  };
+  static constexpr unsigned kClasses = 64;
+  std::priority_queue<IdleGap, std::vector<IdleGap>, NextUseFirst> classes[kClasses];
+};
+
+/// One sweep: lets go of idle values wherever the GPU's live bytes exceed
+/// `target`. Returns whether it changed the graph.
+bool relieve(ir::Graph &g, const TierLayout &layout, uint64_t target) {
+  Positions pos(g);
+  // Live GPU bytes by snapshot index, as a difference array that the
+  // sweep also uses to bring values back.
+  std::vector<int64_t> delta(pos.size() + 2, 0);
+  uint64_t align = tierAlignment(ir::Tier::Gpu);
+  for (const auto &v : g.values()) {
+    if (v->tier != ir::Tier::Gpu)
+      continue;
+    const BufferInterval &iv = layout.intervals.lookup(v.get());
+    int64_t bytes = llvm::alignTo(std::max<uint64_t>(iv.size, 1), align);
+    delta[iv.begin] += bytes;
+    delta[iv.end + 1] -= bytes;
+  }
+  for (unsigned s = 0; s < kNumStreams; ++s)
+    if (workspaceTier(static_cast<ir::Stream>(s)) == ir::Tier::Gpu)
+      delta[0] += llvm::alignTo(layout.workspaceBytes[s], align);
+
+  std::vector<IdleGap> gaps = idleGaps(g, pos);
+  IdleQueue idle;
+  // Values let go this round, and the inputs of recomputed ones: their
+  // uses have moved, so their stretches of this snapshot no longer hold.
+  llvm::DenseSet<const ir::Value *> taken;
+  bool changed = false;
+  size_t next = 0;
+  int64_t live = 0;
+  for (size_t time = 0; time < pos.size(); ++time) {
+    live += delta[time];
+    for (; next < gaps.size() && gaps[next].firstRelieved() <= time; ++next)
+      idle.push(gaps[next]);
+    while (live > static_cast<int64_t>(target)) {
+      llvm::Optional<IdleGap> gap = idle.pop(time, taken);
+      if (!gap)
+        break;
+      ir::Value *v = gap->value;
+      ir::Node *def = v->def;
+      taken.insert(v);
+      if (recompute(g, pos, *gap)) {
+        taken.insert(def->inputs.begin(), def->inputs.end());
+      } else {
+        spill(g, pos, *gap, time);
+      }
+      int64_t bytes = llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1), align);
+      live -= bytes;
+      delta[gap->returnAt(time)] += bytes;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+/// Rounds of sweep and packing: the first aims at the capacity, later ones
+/// lower by what fragmentation added.
+constexpr unsigned kMaxRounds = 8;
 
 llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
   uint64_t capacity = ctx.memory.gpuCapacity;
@@ -199,49 +294,21 @@ llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
   if (!capacity || ctx.memory.transfersPlaced) // place kept a spilled copy.
     return false;
   bool changed = false;
-  TierLayout layout = computeTierLayout(g, {ir::Tier::Gpu});
-  uint64_t best = layout.peak[gpu], bestLive = layout.liveBound[gpu];
-  unsigned sinceBetter = 0;
-  for (unsigned round = 0; round < kMaxRounds && layout.peak[gpu] > capacity &&
-                           sinceBetter < kMaxRoundsWithoutProgress;
-       ++round) {
-    int64_t time = layout.peakTime[gpu];
-    Positions pos(g);
-    std::vector<SpillCandidate> candidates = candidatesAt(g, pos, layout, time);
-    if (candidates.empty())
+  uint64_t target = capacity;
+  for (unsigned round = 0; round < kMaxRounds; ++round) {
+    TierLayout layout = computeTierLayout(g, {ir::Tier::Gpu});
+    uint64_t peak = layout.peak[gpu];
+    if (peak <= capacity)
       break;
-    // Relieve the live bytes over capacity at the peak instant (one value at
-    // least, when only fragmentation overflows). Values whose choice could
-    // change another's (a recomputed node's inputs, what a spill already
-    // moved) wait for the next round.
-    uint64_t live = layout.liveBound[gpu];
-    uint64_t excess = live > capacity ? live - capacity : 1, relieved = 0;
-    llvm::DenseSet<const ir::Value *> touched;
-    for (const SpillCandidate &c : candidates) {
-      if (relieved >= excess)
+    if (round > 0) {
+      uint64_t over = peak - capacity;
+      if (over >= target)
         break;
-      const ir::Node *def = c.value->def;
-      if (touched.count(c.value) ||
-          (def && llvm::any_of(def->inputs, [&](const ir::Value *in) { return touched.count(in); })))
-        continue;
-      touched.insert(c.value);
-      if (def)
-        touched.insert(def->inputs.begin(), def->inputs.end());
-      if (!recompute(g, pos, c))
-        spill(g, pos, c, time);
-      relieved += c.value->byteSize();
-      changed = true;
+      target -= over;
     }
-    layout = computeTierLayout(g, {ir::Tier::Gpu});
-    // Progress is the packed peak or, through fragmentation, the live bytes
-    // under it.
-    if (layout.peak[gpu] < best || layout.liveBound[gpu] < bestLive) {
-      best = std::min(best, layout.peak[gpu]);
-      bestLive = std::min(bestLive, layout.liveBound[gpu]);
-      sinceBetter = 0;
-    } else {
-      ++sinceBetter;
-    }
+    if (!relieve(g, layout, target))
+      break;
+    changed = true;
   }
   return changed;
 }
