@@ -102,7 +102,10 @@ llvm::Expected<Plan> decodePlan(llvm::StringRef bytes) {
 
 llvm::Error writePlanFile(const Plan &plan, llvm::StringRef path,
                           PlanEncoding encoding) {
-  std::string bytes = encodePlan(plan, encoding);
+  return writeEncodedPlanFile(encodePlan(plan, encoding), path);
+}
+
+llvm::Error writeEncodedPlanFile(llvm::StringRef bytes, llvm::StringRef path) {
   std::string tmp = (path + ".tmp").str();
   {
     std::error_code ec;

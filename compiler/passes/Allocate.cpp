@@ -38,7 +38,7 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
   const MemoryOptions &mem = ctx.memory;
   // When place kept the copy its search allocated, nothing changed since:
   // that layout stands.
-  if (!mem.transfersPlaced || !ctx.layout)
+  if (mem.placedThrough != MemoryOptions::Placed::Allocation || !ctx.layout)
     ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
   const TierLayout &layout = *ctx.layout;
   if (auto err = checkTier(layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem"))

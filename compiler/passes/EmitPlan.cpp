@@ -7,6 +7,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include <array>
+#include <future>
 #include <memory>
 
 namespace zinc {
@@ -194,8 +195,16 @@ private:
 /// The latest conflict on each stream comes from per-tier shadow memory, so
 /// an instruction costs O(log n) per operand and stream, however far back
 /// the conflict is.
-static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
-                               plan::Plan &p) {
+/// The event edges for the plan's instructions, in program order: what
+/// each instruction waits for and signals.
+struct StreamEvents {
+  /// (instruction, event), in the order the instructions list them.
+  std::vector<std::pair<uint32_t, uint32_t>> waits, signals;
+  unsigned numEvents = 0;
+};
+
+static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
+  StreamEvents events;
   std::vector<const ir::Node *> order;
   for (const auto &n : g.nodes())
     order.push_back(&*n);
@@ -233,7 +242,6 @@ static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
   // clock[i]: what instruction i is ordered after, per stream (a vector
   // clock taken when it was issued).
   std::vector<Clock> clock(order.size());
-  unsigned numEvents = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     int s = static_cast<int>(order[i]->stream);
     int64_t latest[kStreams];
@@ -250,10 +258,10 @@ static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
       if (t == s || j <= waited[s][t])
         continue;
       if (eventOf[j] < 0) {
-        eventOf[j] = numEvents++;
-        p.mutable_instructions(j)->add_signal_events(eventOf[j]);
+        eventOf[j] = events.numEvents++;
+        events.signals.push_back({static_cast<uint32_t>(j), static_cast<uint32_t>(eventOf[j])});
       }
-      p.mutable_instructions(i)->add_wait_events(eventOf[j]);
+      events.waits.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(eventOf[j])});
       // Everything that instruction was ordered after is ordered too.
       for (int u = 0; u < kStreams; ++u)
         waited[s][u] = std::max(waited[s][u], clock[j][u]);
@@ -265,7 +273,7 @@ static void synchronizeStreams(const ir::Graph &g, const TierLayout &layout,
       shadows[static_cast<unsigned>(a.tier)].record(a, s,
                                                     static_cast<int32_t>(i));
   }
-  p.set_num_events(numEvents);
+  return events;
 }
 
 /// One byte tensor per stream whose kernels need scratch, where the layout
@@ -309,6 +317,13 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
                      " bytes of gpu memory but the tier holds " +
                      llvm::Twine(opts.gpuCapacity) + "; use --gpu-mem=" +
                      llvm::Twine(layout.peak[0]) + " or more");
+
+  // The events need only the order and the layout: on big graphs they are
+  // found on a second thread while the instructions are written.
+  constexpr size_t kNodesWorthAThread = 8192;
+  std::future<StreamEvents> events = std::async(
+      g.numNodes() >= kNodesWorthAThread ? std::launch::async : std::launch::deferred,
+      [&] { return synchronizeStreams(g, layout); });
 
   llvm::DenseMap<const ir::Value *, int> ids;
   for (const auto &v : g.values()) {
@@ -359,7 +374,12 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
       emitAttribute(a, *inst->add_attrs());
   }
 
-  synchronizeStreams(g, layout, p);
+  StreamEvents found = events.get();
+  for (auto [inst, event] : found.signals)
+    p.mutable_instructions(inst)->add_signal_events(event);
+  for (auto [inst, event] : found.waits)
+    p.mutable_instructions(inst)->add_wait_events(event);
+  p.set_num_events(found.numEvents);
   const uint64_t capacities[3] = {opts.gpuCapacity, opts.cpuCapacity, opts.nvmeCapacity};
   for (ir::Tier tier : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme}) {
     unsigned t = static_cast<unsigned>(tier);

@@ -208,7 +208,7 @@ private:
 };
 
 llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
-  if (ctx.memory.transfersPlaced) // place kept a copy that has them.
+  if (ctx.memory.placedThrough >= MemoryOptions::Placed::Transfers) // Done by place.
     return false;
   size_t before = g.numNodes();
   Mover mover(g, ctx.memory);

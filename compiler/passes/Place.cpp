@@ -27,17 +27,7 @@ public:
   llvm::StringRef getName() const override { return "Place Tensors in Tiers"; }
   llvm::StringRef getArgument() const override { return "place"; }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override {
-    std::unique_ptr<ir::Graph> placed;
-    if (auto err = choosePlacement(g, ctx, placed))
-      return std::move(err);
-    ctx.memory.transfersPlaced = placed != nullptr;
-    if (placed) {
-      // Its values are now g's, so the layout its trial proved holds.
-      g.swap(*placed);
-      return true;
-    }
-    ctx.layout.reset();
-    return applyPlacement(g, ctx.memory);
+    return choosePlacement(g, ctx);
   }
 };
 

@@ -2,10 +2,13 @@
 #include "zinc/passes/PlacementSearch.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/PassManager.h"
+#include "zinc/passes/Spill.h"
 #include "zinc/support/Error.h"
 #include <tuple>
 
 namespace zinc::passes {
+
+using Placed = MemoryOptions::Placed;
 
 static std::vector<ir::Tier> candidates(OffloadPolicy policy) {
   switch (policy) {
@@ -17,26 +20,126 @@ static std::vector<ir::Tier> candidates(OffloadPolicy policy) {
   return {ir::Tier::Gpu};
 }
 
-/// The passes after place, run on a trial copy to see whether it fits.
-static llvm::Error tryPlacement(ir::Graph &trial, PassContext &ctx) {
-  auto placed = applyPlacement(trial, ctx.memory);
-  if (!placed)
-    return placed.takeError();
-  for (llvm::StringRef next : {"insert-transfers", "spill", "allocate"}) {
-    auto pass = createPass(next);
+/// Runs the passes named, in order, on `g`.
+static llvm::Error runPasses(ir::Graph &g, PassContext &ctx,
+                             std::initializer_list<llvm::StringRef> names) {
+  for (llvm::StringRef name : names) {
+    auto pass = createPass(name);
     if (!pass)
       return pass.takeError();
-    auto changed = (*pass)->run(trial, ctx);
+    auto changed = (*pass)->run(g, ctx);
     if (!changed)
       return changed.takeError();
   }
   return llvm::Error::success();
 }
 
-llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx,
-                            std::unique_ptr<ir::Graph> &placed) {
-  placed.reset();
-  ctx.memory.transfersPlaced = false;
+/// Tells the user which placement fits.
+static void notePlacement(const PassContext &ctx, bool training, bool justBeforeUse) {
+  if (!ctx.note)
+    return;
+  const MemoryOptions &mem = ctx.memory;
+  std::string how = justBeforeUse ? ", prefetching just before use" : "";
+  if (training)
+    ctx.note("placement: optimizer states and master weights in " +
+             ir::tierName(mem.optimizerTier) + ", parameters in " +
+             ir::tierName(mem.paramsTier) + how);
+  else
+    ctx.note("placement: parameters in " + ir::tierName(mem.paramsTier) + how);
+}
+
+static ir::Tier towardsGpu(ir::Tier t) { return t == ir::Tier::Nvme ? ir::Tier::Cpu : ir::Tier::Gpu; }
+
+/// Whether `n` is a copy insert-transfers made to bring a value nearer the
+/// GPU: a prefetch, which the prefetch distance places.
+static bool isPrefetch(const ir::Node &n) {
+  if (n.domain != kZincDomain || n.opType != "Copy" || !n.inputs[0] || !n.outputs[0])
+    return false;
+  ir::Tier from = n.inputs[0]->tier, to = n.outputs[0]->tier;
+  return from != ir::Tier::Gpu && to == towardsGpu(from);
+}
+
+/// Moves `copy` just before `user`, and the prefetches it reads just before
+/// it: a chain NVMe -> CPU -> GPU ends up right ahead of its first user.
+static void sinkBefore(ir::Graph &g, ir::Node *copy, ir::Node *user,
+                       llvm::DenseSet<const ir::Node *> &sunk) {
+  sunk.insert(copy);
+  g.moveBefore(copy, user);
+  ir::Node *source = copy->inputs[0]->def;
+  if (source && isPrefetch(*source) && !sunk.count(source))
+    sinkBefore(g, source, copy, sunk);
+}
+
+/// What insert-transfers does with a prefetch distance of 0, from what it
+/// did with a larger one: the same copies (which copy a use reads does not
+/// depend on the distance), each moved down to just before its first user.
+/// Never past a write of its source: insert-transfers issues no prefetch
+/// ahead of a write its user must see.
+static void sinkPrefetches(ir::Graph &g) {
+  llvm::DenseSet<const ir::Node *> sunk;
+  std::vector<ir::Node *> order(g.nodes().begin(), g.nodes().end());
+  for (ir::Node *user : order) {
+    if (isPrefetch(*user))
+      continue; // Sunk with the user it feeds.
+    for (ir::Value *in : user->inputs)
+      if (in && in->def && isPrefetch(*in->def) && !sunk.count(in->def))
+        sinkBefore(g, in->def, user, sunk);
+  }
+}
+
+/// One placement, two prefetch distances (the requested one, then 0): both
+/// share the homes and the copies, so they are made once on `g`. When the
+/// GPU fits without spilling, nothing needs trying on a copy of the graph.
+static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext &ctx,
+                                                      bool training) {
+  MemoryOptions &mem = ctx.memory;
+  auto note = [&] { notePlacement(ctx, training, mem.prefetchDistance == 0); };
+  if (auto placed = applyPlacement(g, mem); !placed)
+    return placed.takeError();
+  if (auto err = runPasses(g, ctx, {"insert-transfers"}))
+    return err;
+  mem.placedThrough = Placed::Transfers;
+  if (gpuFitsUnspilled(g, mem.gpuCapacity)) {
+    llvm::Error err = runPasses(g, ctx, {"allocate"});
+    if (!err) {
+      mem.placedThrough = Placed::Allocation;
+      note();
+      return true;
+    }
+    llvm::consumeError(std::move(err));
+  } else {
+    // Spilling at this distance may not fit, and spills are not undone:
+    // they are tried on a copy.
+    std::unique_ptr<ir::Graph> trial = g.clone();
+    llvm::Error err = runPasses(*trial, ctx, {"spill", "allocate"});
+    if (!err) {
+      g.swap(*trial); // Its values are now g's, so the proven layout holds.
+      mem.placedThrough = Placed::Allocation;
+      note();
+      return true;
+    }
+    llvm::consumeError(std::move(err));
+  }
+  sinkPrefetches(g);
+  mem.prefetchDistance = 0;
+  if (auto err = runPasses(g, ctx, {"spill"}))
+    return err;
+  mem.placedThrough = Placed::Spills;
+  // An overflow is allocate's to report, with the capacity that would fit.
+  llvm::Error err = runPasses(g, ctx, {"allocate"});
+  if (err) {
+    llvm::consumeError(std::move(err));
+    ctx.layout.reset();
+    return true;
+  }
+  mem.placedThrough = Placed::Allocation;
+  note();
+  return true;
+}
+
+llvm::Expected<bool> choosePlacement(ir::Graph &g, PassContext &ctx) {
+  ctx.memory.placedThrough = Placed::Homes;
+  ctx.layout.reset();
   MemoryOptions &mem = ctx.memory;
   // Without an optimizer (inference) only the parameters' home matters.
   bool training = llvm::any_of(g.nodes(), [](const ir::Node *n) { return isOptimizerNode(*n); });
@@ -51,47 +154,48 @@ llvm::Error choosePlacement(const ir::Graph &g, PassContext &ctx,
     return makeError("--offload-params=" + ir::tierName(candidates(mem.paramsOffload).front()) +
                      " needs the optimizer off the GPU too (--offload-optimizer=cpu or "
                      "nvme): its fp32 master weights would otherwise stay in GPU memory");
+  unsigned distance = mem.prefetchDistance;
+  auto choose = [&](std::pair<ir::Tier, ir::Tier> tiers, unsigned d) {
+    std::tie(mem.optimizerTier, mem.paramsTier) = tiers;
+    mem.prefetchDistance = d;
+  };
+  if (tries.size() == 1) {
+    choose(tries.front(), distance);
+    if (distance == 0)
+      return applyPlacement(g, mem); // The pipeline's passes do the rest.
+    return placeWithFallbackDistance(g, ctx, training);
+  }
   // Each placement is tried with the requested prefetch distance, then,
   // if that overflows, with prefetches issued just before their use: the
   // shallowest prefetching keeps the fewest copies alive at once.
-  unsigned distance = mem.prefetchDistance;
-  std::vector<std::tuple<ir::Tier, ir::Tier, unsigned>> attempts;
-  for (auto [opt, par] : tries) {
-    attempts.push_back({opt, par, distance});
+  std::vector<std::pair<std::pair<ir::Tier, ir::Tier>, unsigned>> attempts;
+  for (auto tiers : tries) {
+    attempts.push_back({tiers, distance});
     if (distance > 0)
-      attempts.push_back({opt, par, 0});
+      attempts.push_back({tiers, 0});
   }
-  auto choose = [&](const std::tuple<ir::Tier, ir::Tier, unsigned> &a) {
-    std::tie(mem.optimizerTier, mem.paramsTier, mem.prefetchDistance) = a;
-  };
-  if (attempts.size() == 1) {
-    choose(attempts.front());
-    return llvm::Error::success();
-  }
-  for (const auto &attempt : attempts) {
-    choose(attempt);
+  for (const auto &[tiers, d] : attempts) {
+    choose(tiers, d);
     std::unique_ptr<ir::Graph> trial = g.clone();
-    llvm::Error err = tryPlacement(*trial, ctx);
+    llvm::Error err = [&]() -> llvm::Error {
+      if (auto placed = applyPlacement(*trial, mem); !placed)
+        return placed.takeError();
+      return runPasses(*trial, ctx, {"insert-transfers", "spill", "allocate"});
+    }();
     if (err) {
       llvm::consumeError(std::move(err));
+      ctx.layout.reset();
       continue;
     }
-    placed = std::move(trial);
-    if (ctx.note) {
-      std::string how = mem.prefetchDistance == distance ? "" : ", prefetching just before use";
-      if (training)
-        ctx.note("placement: optimizer states and master weights in " +
-                 ir::tierName(mem.optimizerTier) + ", parameters in " +
-                 ir::tierName(mem.paramsTier) + how);
-      else
-        ctx.note("placement: parameters in " + ir::tierName(mem.paramsTier) + how);
-    }
-    return llvm::Error::success();
+    g.swap(*trial); // Its values are now g's, so the proven layout holds.
+    mem.placedThrough = Placed::Allocation;
+    notePlacement(ctx, training, d != distance);
+    return true;
   }
   // Nothing fits: the most offloaded candidate needs the least GPU memory,
   // so allocate's diagnostic on it names the smallest capacity that fits.
-  choose(attempts.back());
-  return llvm::Error::success();
+  choose(attempts.back().first, attempts.back().second);
+  return applyPlacement(g, mem);
 }
 
 } // namespace zinc::passes

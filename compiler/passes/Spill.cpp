@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/Pass.h"
+#include "zinc/passes/Spill.h"
 #include "zinc/passes/TierLayout.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -284,6 +285,21 @@ bool relieve(ir::Graph &g, const TierLayout &layout, uint64_t target) {
   return changed;
 }
 
+/// Whether the GPU's buffers fit even with none sharing bytes: no packing
+/// places a buffer above the sum of those placed before it.
+bool fitsSideBySide(const ir::Graph &g, uint64_t capacity) {
+  uint64_t align = tierAlignment(ir::Tier::Gpu), total = 0;
+  uint64_t workspaces[kNumStreams];
+  kernelWorkspaces(g, workspaces);
+  for (unsigned s = 0; s < kNumStreams; ++s)
+    if (workspaceTier(static_cast<ir::Stream>(s)) == ir::Tier::Gpu)
+      total += llvm::alignTo(workspaces[s], align);
+  for (const auto &v : g.values())
+    if (v->tier == ir::Tier::Gpu)
+      total += llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1), align);
+  return total <= capacity;
+}
+
 /// Rounds of sweep and packing: the first aims at the capacity, later ones
 /// lower by what fragmentation added.
 constexpr unsigned kMaxRounds = 8;
@@ -291,7 +307,9 @@ constexpr unsigned kMaxRounds = 8;
 llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
   uint64_t capacity = ctx.memory.gpuCapacity;
   constexpr unsigned gpu = static_cast<unsigned>(ir::Tier::Gpu);
-  if (!capacity || ctx.memory.transfersPlaced) // place kept a spilled copy.
+  if (!capacity || ctx.memory.placedThrough >= MemoryOptions::Placed::Spills) // Done by place.
+    return false;
+  if (fitsSideBySide(g, capacity))
     return false;
   bool changed = false;
   uint64_t target = capacity;
@@ -314,6 +332,13 @@ llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
 }
 
 } // namespace
+
+bool gpuFitsUnspilled(const ir::Graph &g, uint64_t capacity) {
+  if (!capacity || fitsSideBySide(g, capacity))
+    return true;
+  constexpr unsigned gpu = static_cast<unsigned>(ir::Tier::Gpu);
+  return computeTierLayout(g, {ir::Tier::Gpu}).peak[gpu] <= capacity;
+}
 
 std::unique_ptr<Pass> createSpillPass() { return std::make_unique<Spill>(); }
 

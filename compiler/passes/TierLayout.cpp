@@ -2,7 +2,7 @@
 #include "zinc/passes/TierLayout.h"
 #include "zinc/support/KernelWorkspace.h"
 #include "llvm/Support/MathExtras.h"
-#include <map>
+#include <future>
 
 namespace zinc {
 
@@ -65,27 +65,54 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
     if (entry.second.begin > entry.second.end) // Never touched.
       entry.second.begin = entry.second.end = 0;
 
-  for (ir::Tier tier : tiers) {
+  struct TierPacking {
+    ir::Tier tier;
     std::vector<const ir::Value *> members;
     std::vector<BufferInterval> intervals;
+    std::vector<unsigned> workspaces;
+    ArenaLayout arena;
+  };
+  std::vector<TierPacking> packings;
+  size_t buffers = 0;
+  for (ir::Tier tier : tiers) {
+    TierPacking &p = packings.emplace_back();
+    p.tier = tier;
     for (const auto &v : g.values())
       if (v->tier == tier) {
-        members.push_back(v.get());
-        intervals.push_back(layout.intervals[v.get()]);
+        p.members.push_back(v.get());
+        p.intervals.push_back(layout.intervals[v.get()]);
       }
     // The tier's workspaces follow its values, live the whole step.
-    std::vector<unsigned> workspaces;
     for (unsigned s = 0; s < kNumStreams; ++s)
       if (layout.workspaceBytes[s] &&
           workspaceTier(static_cast<ir::Stream>(s)) == tier) {
-        workspaces.push_back(s);
-        intervals.push_back({layout.workspaceBytes[s], 0, last});
+        p.workspaces.push_back(s);
+        p.intervals.push_back({layout.workspaceBytes[s], 0, last});
       }
-    ArenaLayout arena = layoutArena(intervals, tierAlignment(tier));
-    for (size_t i = 0; i < members.size(); ++i)
-      layout.offsets[members[i]] = arena.offsets[i];
-    for (size_t i = 0; i < workspaces.size(); ++i)
-      layout.workspaceOffset[workspaces[i]] = arena.offsets[members.size() + i];
+    buffers += p.intervals.size();
+  }
+  // The tiers pack independently: on big graphs, the first on a second
+  // thread (a thread costs more than packing a few thousand buffers).
+  constexpr size_t kBuffersWorthAThread = 8192;
+  std::future<void> first;
+  for (size_t i = 0; i < packings.size(); ++i) {
+    auto pack = [&p = packings[i]] { p.arena = layoutArena(p.intervals, tierAlignment(p.tier)); };
+    if (i == 0 && packings.size() > 1 && buffers >= kBuffersWorthAThread)
+      first = std::async(std::launch::async, pack);
+    else
+      pack();
+  }
+  if (first.valid())
+    first.get();
+
+  for (TierPacking &p : packings) {
+    ir::Tier tier = p.tier;
+    const std::vector<BufferInterval> &intervals = p.intervals;
+    const ArenaLayout &arena = p.arena;
+    for (size_t i = 0; i < p.members.size(); ++i)
+      layout.offsets[p.members[i]] = arena.offsets[i];
+    for (size_t i = 0; i < p.workspaces.size(); ++i)
+      layout.workspaceOffset[p.workspaces[i]] = arena.offsets[p.members.size() + i];
     unsigned t = static_cast<unsigned>(tier);
     layout.peak[t] = arena.peak;
     layout.liveBound[t] = arena.liveLowerBound;

@@ -27,9 +27,11 @@ struct MemoryOptions {
   uint64_t nvmeCapacity = 0;
   /// How many compute nodes ahead of its use a prefetch is issued.
   unsigned prefetchDistance = 2;
-  /// Set by place when it kept the copy its search already ran
-  /// insert-transfers and spill on: those passes then have nothing to do.
-  bool transfersPlaced = false;
+  /// Set by place: how far its search already carried the graph it kept.
+  /// The passes up to that point then have nothing to do (and allocate's
+  /// layout is in PassContext::layout).
+  enum class Placed { Homes, Transfers, Spills, Allocation };
+  Placed placedThrough = Placed::Homes;
 };
 
 } // namespace zinc

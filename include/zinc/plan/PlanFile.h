@@ -29,6 +29,9 @@ llvm::Expected<Plan> decodePlan(llvm::StringRef bytes);
 /// compile never leaves a partial plan behind.
 llvm::Error writePlanFile(const Plan &plan, llvm::StringRef path,
                           PlanEncoding encoding);
+/// The same for bytes encodePlan made (zinc-compile encodes while the plan
+/// verifier runs, and writes only a verified plan).
+llvm::Error writeEncodedPlanFile(llvm::StringRef bytes, llvm::StringRef path);
 /// Errors start with the path.
 llvm::Expected<Plan> readPlanFile(llvm::StringRef path);
 
