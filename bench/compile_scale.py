@@ -59,6 +59,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import shape_gpt  # noqa: E402
+from machine_info import cpu_name, git_commit  # noqa: E402
 
 # One set of budgets for every model (--budget picks it). a100-80g: a DGX
 # A100 GPU (80 GiB), with host memory and NVMe large enough for the 1T
@@ -96,23 +97,8 @@ def models(quick=False):
     return out
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, check=True).stdout.decode().strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def loadavg():

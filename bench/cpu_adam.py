@@ -15,26 +15,17 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine_info import cpu_name  # noqa: E402
+
 ISSUE_TARGET_VS_TORCH = 5.0
 ISSUE_TARGET_ROOFLINE = 0.7
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def commit():
@@ -139,7 +130,7 @@ def main():
                     "roofline_ratio": ISSUE_TARGET_ROOFLINE},
         "seconds": {"zinc": zinc_seconds, "torch": torch_seconds, "triad": triad_seconds},
         "zinc_runs": zinc_runs,
-        "cpu": cpu_model(),
+        "cpu": cpu_name(),
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
         "commit": commit(),
@@ -151,7 +142,7 @@ def main():
 
     reps = args.rounds * args.reps
     print(f"CPU Adam, {n} fp32 parameters, {threads} threads, {reps} repetitions (medians), "
-          f"{cpu_model()}, load average {os.getloadavg()[0]:.1f}")
+          f"{cpu_name()}, load average {os.getloadavg()[0]:.1f}")
     print(f"| {'':32} | {'Mparams/s':>10} | {'GB/s':>7} |")
     print(f"| {'zinc AdamW (' + isa + ')':32} | {zinc_pps / 1e6:10.1f} | "
           f"{zinc_pps * bytes_per_param / 1e9:7.2f} |")

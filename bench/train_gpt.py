@@ -35,6 +35,8 @@ ROOT = os.path.dirname(HERE)
 GPT_DIR = os.path.join(ROOT, "examples", "gpt")
 sys.path.insert(0, GPT_DIR)
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
+sys.path.insert(0, HERE)
+from machine_info import cpu_name, git_commit  # noqa: E402
 
 
 def thread_count():
@@ -47,23 +49,8 @@ def thread_count():
         return os.cpu_count() or 1
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, check=True).stdout.decode().strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def run(argv, env=None):

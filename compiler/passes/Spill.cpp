@@ -119,29 +119,30 @@ std::vector<ir::Node *> usersFrom(const ir::Value &v, const Positions &pos, size
   return users;
 }
 
+/// A zinc.Copy of `from` into a new value named after `base` in `tier`,
+/// on `stream`, inserted before `before`.
+ir::Value *copyBefore(ir::Graph &g, Positions &pos, ir::Node *before, ir::Value *from,
+                      const std::string &base, ir::Tier tier, ir::Stream stream) {
+  std::string name = g.uniqueValueName(base);
+  ir::Value *to = g.addValue(name, from->dtype, from->shape, ir::ValueRole::Activation);
+  to->tier = tier;
+  ir::Node *copy = g.insertNode(before, "Copy", g.uniqueNodeName(name), {from}, {to}, {},
+                                kZincDomain);
+  copy->stream = stream;
+  pos.inserted(copy, before);
+  return to;
+}
+
 /// Evicts `gap.value` after its last use before the gap and brings it back
 /// ahead of the next (relieving `time`); uses from then on read the
 /// returned copy.
 void spill(ir::Graph &g, Positions &pos, const IdleGap &gap, size_t time) {
   ir::Value *v = gap.value;
   std::vector<ir::Node *> laterUsers = usersFrom(*v, pos, gap.nextUse);
-  ir::Node *afterLastUse = pos.at(gap.lastUse + 1);
-  ir::Node *beforeNextUse = pos.at(gap.returnAt(time));
-
-  std::string base = g.uniqueValueName(v->name + "@spill");
-  ir::Value *onHost = g.addValue(base, v->dtype, v->shape, ir::ValueRole::Activation);
-  onHost->tier = ir::Tier::Cpu;
-  ir::Node *out = g.insertNode(afterLastUse, "Copy", g.uniqueNodeName(base), {v},
-                               {onHost}, {}, kZincDomain);
-  out->stream = ir::Stream::D2H;
-  pos.inserted(out, afterLastUse);
-  std::string back = g.uniqueValueName(v->name + "@refetch");
-  ir::Value *again = g.addValue(back, v->dtype, v->shape, ir::ValueRole::Activation);
-  again->tier = ir::Tier::Gpu;
-  ir::Node *in = g.insertNode(beforeNextUse, "Copy", g.uniqueNodeName(back), {onHost},
-                              {again}, {}, kZincDomain);
-  in->stream = ir::Stream::H2D;
-  pos.inserted(in, beforeNextUse);
+  ir::Value *onHost = copyBefore(g, pos, pos.at(gap.lastUse + 1), v, v->name + "@spill",
+                                 ir::Tier::Cpu, ir::Stream::D2H);
+  ir::Value *again = copyBefore(g, pos, pos.at(gap.returnAt(time)), onHost,
+                                v->name + "@refetch", ir::Tier::Gpu, ir::Stream::H2D);
   for (ir::Node *user : laterUsers)
     user->replaceUsesOfWith(v, again);
 }
