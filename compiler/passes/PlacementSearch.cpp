@@ -107,6 +107,7 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
       return true;
     }
     llvm::consumeError(std::move(err));
+    ctx.layout.reset();
   } else {
     // Spilling at this distance may not fit, and spills are not undone:
     // they are tried on a copy.
@@ -119,6 +120,7 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
       return true;
     }
     llvm::consumeError(std::move(err));
+    ctx.layout.reset(); // The trial's, gone with it.
   }
   sinkPrefetches(g);
   mem.prefetchDistance = 0;
