@@ -1,8 +1,34 @@
 //===- Attribute.cpp - Sorted attribute lists with typed getters ----------===//
 #include "zinc/support/Attribute.h"
+#include "zinc/support/Float16.h"
 #include <algorithm>
+#include <cstring>
 
 namespace zinc {
+
+llvm::Optional<double> scalarValue(const TensorData &t) {
+  if (numElements(t.shape) != 1 || t.bytes.size() != dtypeSize(t.dtype))
+    return llvm::None;
+  auto as = [&](auto zero) {
+    decltype(zero) x;
+    std::memcpy(&x, t.bytes.data(), sizeof(x));
+    return x;
+  };
+  switch (t.dtype) {
+  case DType::Bool:
+    return t.bytes[0] != 0 ? 1.0 : 0.0;
+  case DType::F32:
+    return static_cast<double>(as(float{}));
+  case DType::F64:
+    return as(double{});
+  case DType::F16:
+    return static_cast<double>(halfToFloat(as(uint16_t{})));
+  case DType::BF16:
+    return static_cast<double>(bf16ToFloat(as(uint16_t{})));
+  default:
+    return llvm::None;
+  }
+}
 
 bool Attribute::operator==(const Attribute &o) const {
   return name == o.name && kind == o.kind && i == o.i && f == o.f &&

@@ -9,10 +9,8 @@
 #include "compiler/frontend/OnnxUtil.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/Float16.h"
 #include "llvm/ADT/Optional.h"
 #include <algorithm>
-#include <cstring>
 
 namespace zinc::frontend {
 
@@ -57,28 +55,7 @@ static llvm::Optional<double> constantScalar(llvm::StringRef name,
     llvm::consumeError(data.takeError());
     return llvm::None;
   }
-  if (numElements(data->shape) != 1 ||
-      data->bytes.size() != dtypeSize(data->dtype))
-    return llvm::None;
-  auto as = [&](auto zero) {
-    decltype(zero) x;
-    std::memcpy(&x, data->bytes.data(), sizeof(x));
-    return x;
-  };
-  switch (data->dtype) {
-  case DType::Bool:
-    return data->bytes[0] != 0 ? 1.0 : 0.0;
-  case DType::F32:
-    return static_cast<double>(as(float{}));
-  case DType::F64:
-    return as(double{});
-  case DType::F16:
-    return static_cast<double>(halfToFloat(as(uint16_t{})));
-  case DType::BF16:
-    return static_cast<double>(bf16ToFloat(as(uint16_t{})));
-  default:
-    return llvm::None;
-  }
+  return scalarValue(*data);
 }
 
 /// zinc decides Dropout's mode at compile time (build-training makes the

@@ -1,9 +1,7 @@
 //===- DropoutLowering.cpp - Dropout: identity or the seeded training form ===//
 #include "zinc/passes/DropoutLowering.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/Float16.h"
 #include "llvm/ADT/DenseSet.h"
-#include <cstring>
 
 namespace zinc::passes {
 
@@ -21,29 +19,11 @@ static llvm::Expected<double> readConstantScalar(const ir::Node &n,
   if (!def || def->opType != "Constant" || !def->domain.empty())
     return fail();
   const Attribute *a = def->attrs.find("value");
-  if (!a || a->kind != AttrKind::Tensor || numElements(a->tensor.shape) != 1 ||
-      a->tensor.bytes.size() != dtypeSize(a->tensor.dtype))
+  if (!a || a->kind != AttrKind::Tensor)
     return fail();
-  const TensorData &t = a->tensor;
-  auto as = [&](auto zero) {
-    decltype(zero) x;
-    std::memcpy(&x, t.bytes.data(), sizeof(x));
-    return x;
-  };
-  switch (t.dtype) {
-  case DType::F32:
-    return static_cast<double>(as(float{}));
-  case DType::F64:
-    return as(double{});
-  case DType::F16:
-    return static_cast<double>(halfToFloat(as(uint16_t{})));
-  case DType::BF16:
-    return static_cast<double>(bf16ToFloat(as(uint16_t{})));
-  case DType::Bool:
-    return static_cast<double>(t.bytes[0] != 0);
-  default:
-    return fail();
-  }
+  if (llvm::Optional<double> value = scalarValue(a->tensor))
+    return *value;
+  return fail();
 }
 
 llvm::Expected<DropoutMode> readDropoutMode(const ir::Node &n, int64_t opset) {

@@ -7,6 +7,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include <string>
+#include "llvm/ADT/Optional.h"
 #include <vector>
 
 namespace zinc {
@@ -21,6 +22,10 @@ struct TensorData {
     return dtype == o.dtype && shape == o.shape && bytes == o.bytes;
   }
 };
+
+/// The one element of a float or bool tensor, as a double; None for any
+/// other shape or type.
+llvm::Optional<double> scalarValue(const TensorData &t);
 
 enum class AttrKind { Int, Float, String, Ints, Floats, Strings, Tensor };
 
