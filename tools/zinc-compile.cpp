@@ -236,7 +236,6 @@ static Error compile() {
   ctx.memory.optimizerOffload = *optimizerPolicy;
   ctx.memory.paramsOffload = *paramsPolicy;
   ctx.note = [](const Twine &msg) { errs() << tool << ": note: " << msg << "\n"; };
-
   zinc::passes::PassManager pm(ctx);
   pm.setVerifyEach(verifyEach);
   if (auto err = zinc::passes::applyPassManagerCLOptions(pm))
@@ -305,25 +304,24 @@ static Error compile() {
   auto writing = phases.time("report and plan file");
   std::string bytes = zinc::plan::encodePlan(
       *plan, emit == "text" ? zinc::plan::PlanEncoding::Text : zinc::plan::PlanEncoding::Binary);
-  Error reportErr = Error::success();
+  std::string report;
   if (!reportPath.empty()) {
     zinc::CompileConfig config;
     config.mode = mode;
     config.precision = precision;
     config.optimizer = optimizer;
+    report = formatv("{0:2}", zinc::buildCompileReport(**graph, *plan, config, *hw)).str() + "\n";
+  }
+  // Nothing is written for a plan the verifier refuses.
+  if (Error err = verified.get())
+    return zinc::addContext(std::move(err), modelPath);
+  if (!reportPath.empty()) {
     std::error_code ec;
     raw_fd_ostream os(reportPath, ec);
     if (ec)
-      reportErr = zinc::makeError(reportPath + ": cannot write: " + ec.message());
-    else
-      os << formatv("{0:2}", zinc::buildCompileReport(**graph, *plan, config, *hw)) << "\n";
+      return zinc::makeError(reportPath + ": cannot write: " + ec.message());
+    os << report;
   }
-  if (Error err = verified.get()) {
-    consumeError(std::move(reportErr));
-    return zinc::addContext(std::move(err), modelPath);
-  }
-  if (reportErr)
-    return reportErr;
   if (Error err = zinc::plan::writeEncodedPlanFile(bytes, outputPath))
     return err;
   writing.reset();
