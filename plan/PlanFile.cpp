@@ -37,19 +37,29 @@ std::string encodePlan(const Plan &plan, PlanEncoding encoding) {
     out += "# checksum " + llvm::utohexstr(llvm::xxHash64(payload), true) + "\n";
     return out + payload;
   }
-  // Deterministic serialisation: equal plans give equal bytes.
-  {
-    google::protobuf::io::StringOutputStream raw(&payload);
-    google::protobuf::io::CodedOutputStream coded(&raw);
-    coded.SetSerializationDeterministic(true);
-    plan.SerializeToCodedStream(&coded);
-  }
+  // The header, then the payload serialised in place: a plan of 10^6
+  // instructions is 130 MB, worth writing once rather than growing a string
+  // and copying it behind the header. Deterministic serialisation: equal
+  // plans give equal bytes.
+  size_t size = plan.ByteSizeLong();
   std::string out(kMagic, sizeof(kMagic));
   putLE(out, kPlanFormatVersion, 4);
   putLE(out, 0, 4);
-  putLE(out, payload.size(), 8);
-  putLE(out, llvm::xxHash64(payload), 8);
-  return out + payload;
+  putLE(out, size, 8);
+  size_t checksumAt = out.size();
+  putLE(out, 0, 8);
+  out.resize(kHeaderBytes + size);
+  {
+    google::protobuf::io::ArrayOutputStream raw(&out[kHeaderBytes],
+                                                static_cast<int>(size));
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.SetSerializationDeterministic(true);
+    plan.SerializeWithCachedSizes(&coded);
+  }
+  std::string checksum;
+  putLE(checksum, llvm::xxHash64(llvm::StringRef(out).drop_front(kHeaderBytes)), 8);
+  out.replace(checksumAt, 8, checksum);
+  return out;
 }
 
 static llvm::Expected<Plan> decodeText(llvm::StringRef bytes) {

@@ -358,6 +358,11 @@ static ArenaLayout packByTime(llvm::ArrayRef<BufferInterval> buffers,
   return layout;
 }
 
+/// Arenas of at least this many buffers try the sweep in time order first.
+static constexpr size_t kManyBuffers = 8192;
+/// ... and keep it when it is within this fraction of the live bound.
+static constexpr uint64_t kNearBoundFraction = 4096;
+
 ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
                         uint64_t alignment) {
   assert(
@@ -381,6 +386,18 @@ ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
       bound = std::max<uint64_t>(bound, live);
   }
 
+  // On arenas of many buffers, the sweep in time order costs a tenth of
+  // best fit and lands within a few KiB of the bound (training graphs of
+  // 10^5 buffers: 12 KiB over 700 MB). Taking it when it is within
+  // 1/kNearBoundFraction of the bound saves most of a second per tier;
+  // small arenas, and large ones the sweep packs badly, go to best fit.
+  if (buffers.size() >= kManyBuffers) {
+    ArenaLayout byTime = packByTime(buffers, alignment);
+    if (byTime.peak - bound <= bound / kNearBoundFraction) {
+      byTime.liveLowerBound = bound;
+      return byTime;
+    }
+  }
   llvm::Optional<ArenaLayout> layout =
       packBySize(buffers, alignment, FitKind::Best);
   auto keepIfSmaller = [&](llvm::Optional<ArenaLayout> other) {

@@ -33,7 +33,9 @@ struct ArenaLayout {
 
 /// Best-fit packing: the smaller of largest-first and first-use-first (and a
 /// largest-first first fit where that is smaller still); offsets are
-/// multiples of `alignment`. Deterministic: ties break by buffer index.
+/// multiples of `alignment`. Arenas of 8192 buffers or more keep the
+/// first-use-first packing alone when it is within 1/4096 of the live bound.
+/// Deterministic: ties break by buffer index.
 /// Requires begin <= end. About O(n log n): see ArenaLayout.cpp.
 ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
                         uint64_t alignment = 64);

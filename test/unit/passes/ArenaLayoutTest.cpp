@@ -235,6 +235,34 @@ TEST(ArenaLayoutTest, ManyBuffersOfEveryShapeNeverOverlap) {
   }
 }
 
+TEST(ArenaLayoutTest, LargeTrainingStepIsWithinAFractionOfAPermilleOfTheBound) {
+  // 15,000 buffers: past the size where the cheap sweep in time order is
+  // tried first; what it keeps must be within 1/4096 of the bound.
+  std::vector<BufferInterval> bufs = trainingStep(1000, 4);
+  ASSERT_GE(bufs.size(), 8192u);
+  ArenaLayout layout = layoutArena(bufs, 64);
+  EXPECT_TRUE(expectValidLayout(bufs, layout, 64));
+  EXPECT_LE(layout.peak, layout.liveLowerBound + layout.liveLowerBound / 4096);
+}
+
+TEST(ArenaLayoutTest, LargeArenaTheSweepPacksBadlyStillGetsBestFit) {
+  // Each window: A (big, short) and B (small, the window) start together;
+  // C (big + small) starts when A ends. In time order C finds A's hole too
+  // small and goes on top (twice the bound); largest first puts C and A at
+  // the same offset and reaches the bound.
+  std::vector<BufferInterval> bufs;
+  for (int64_t w = 0; w < 3000; ++w) {
+    int64_t t = 10 * w;
+    bufs.push_back({4096, t, t + 1});
+    bufs.push_back({64, t, t + 5});
+    bufs.push_back({4096 + 64, t + 2, t + 3});
+  }
+  ArenaLayout layout = layoutArena(bufs, 64);
+  EXPECT_TRUE(expectValidLayout(bufs, layout, 64));
+  EXPECT_EQ(layout.liveLowerBound, 4096u + 64 + 64);
+  EXPECT_EQ(layout.peak, layout.liveLowerBound);
+}
+
 TEST(ArenaLayoutTest, IsDeterministic) {
   std::vector<BufferInterval> bufs = {{64, 0, 3}, {64, 0, 3}, {64, 2, 5}, {64, 4, 6}};
   EXPECT_EQ(layoutArena(bufs).offsets, layoutArena(bufs).offsets);
