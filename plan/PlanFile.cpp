@@ -115,25 +115,49 @@ llvm::Error writePlanFile(const Plan &plan, llvm::StringRef path,
   return writeEncodedPlanFile(encodePlan(plan, encoding), path);
 }
 
-llvm::Error writeEncodedPlanFile(llvm::StringRef bytes, llvm::StringRef path) {
+llvm::Expected<StagedPlanFile> stagePlanFile(llvm::StringRef bytes,
+                                             llvm::StringRef path) {
   std::string tmp = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return makeError(path + ": cannot write: " + ec.message());
-    os << bytes;
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(tmp);
-      return makeError(path + ": cannot write: " + os.error().message());
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(tmp, ec);
+  if (ec)
     return makeError(path + ": cannot write: " + ec.message());
+  os << bytes;
+  os.close();
+  if (os.has_error()) {
+    llvm::sys::fs::remove(tmp);
+    std::error_code err = os.error();
+    os.clear_error();
+    return makeError(path + ": cannot write: " + err.message());
   }
+  return StagedPlanFile(std::move(tmp), path.str());
+}
+
+StagedPlanFile::StagedPlanFile(StagedPlanFile &&other)
+    : staged(std::move(other.staged)), path(std::move(other.path)) {
+  other.staged.clear();
+}
+
+StagedPlanFile::~StagedPlanFile() {
+  if (!staged.empty())
+    llvm::sys::fs::remove(staged);
+}
+
+llvm::Error StagedPlanFile::commit() {
+  std::error_code ec = llvm::sys::fs::rename(staged, path);
+  if (ec)
+    llvm::sys::fs::remove(staged);
+  staged.clear();
+  if (ec)
+    return makeError(path + ": cannot write: " + ec.message());
   return llvm::Error::success();
+}
+
+llvm::Error writeEncodedPlanFile(llvm::StringRef bytes, llvm::StringRef path) {
+  auto staged = stagePlanFile(bytes, path);
+  if (!staged)
+    return staged.takeError();
+  return staged->commit();
 }
 
 llvm::Expected<Plan> readPlanFile(llvm::StringRef path) {

@@ -167,22 +167,23 @@ llvm::Error checkTensors(const Plan &p, const PlanFacts &f) {
       return fail("tensor '" + t.name() + "' is listed at index " +
                   llvm::Twine(i) + " but has id " + llvm::Twine(t.id()) +
                   "; tensor ids must be 0, 1, 2, ... in order");
-    std::string what = f.tensor(i);
+    // Messages are built only on failure: plans have 10^5 tensors.
+    auto what = [&] { return f.tensor(i); };
     if (!Role_IsValid(t.role()))
-      return fail(what + " has unknown role " + llvm::Twine(t.role()));
+      return fail(what() + " has unknown role " + llvm::Twine(t.role()));
     if (!Tier_IsValid(t.tier()))
-      return fail(what + " is in unknown tier " + llvm::Twine(t.tier()));
+      return fail(what() + " is in unknown tier " + llvm::Twine(t.tier()));
     if (!f.tiers[t.tier()])
-      return fail(what + " is in the " + tierName(t.tier()) +
+      return fail(what() + " is in the " + tierName(t.tier()) +
                   " tier, which has no TierInfo");
     auto dtype = dtypeFromOnnx(t.dtype());
     if (!dtype)
-      return fail(what + " has dtype " + llvm::Twine(t.dtype()) +
+      return fail(what() + " has dtype " + llvm::Twine(t.dtype()) +
                   ", which zinc cannot hold");
     std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-    std::string type = dtypeName(*dtype).str() + formatShape(shape);
+    auto type = [&] { return dtypeName(*dtype).str() + formatShape(shape); };
     if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
-      return fail(what + " has a negative dimension: " + type);
+      return fail(what() + " has a negative dimension: " + type());
     bool empty = llvm::any_of(shape, [](int64_t d) { return d == 0; });
     unsigned __int128 bytes = empty ? 0 : dtypeSize(*dtype);
     bool tooBig = false;
@@ -196,10 +197,10 @@ llvm::Error checkTensors(const Plan &p, const PlanFacts &f) {
       }
     }
     if (tooBig)
-      return fail(what + " is " + type + ", more than 2^64 bytes");
+      return fail(what() + " is " + type() + ", more than 2^64 bytes");
     if (static_cast<uint64_t>(bytes) != t.size_bytes())
-      return fail(what + " has size_bytes " + llvm::Twine(t.size_bytes()) +
-                  " but " + type + " is " +
+      return fail(what() + " has size_bytes " + llvm::Twine(t.size_bytes()) +
+                  " but " + type() + " is " +
                   llvm::Twine(static_cast<uint64_t>(bytes)) + " bytes");
   }
   return llvm::Error::success();
@@ -337,24 +338,26 @@ llvm::Error checkResidency(const Plan &p, const PlanFacts &f) {
   for (int i = 0; i < p.instructions_size(); ++i) {
     const Instruction &inst = p.instructions(i);
     Stream s = inst.stream();
-    std::string where = f.describe(i) + " on the " + streamName(s) + " stream";
+    auto where = [&] {
+      return f.describe(i) + " on the " + streamName(s) + " stream";
+    };
     bool copy = isOp(inst, "Copy"), copyInto = isOp(inst, "CopyInto");
     if (s == STREAM_COMPUTE || s == STREAM_COLLECTIVE || s == STREAM_HOST) {
       int want = s == STREAM_HOST ? TIER_CPU : TIER_GPU;
       for (int k = 0; k < inst.inputs_size(); ++k) {
         int id = inst.inputs(k);
         if (id >= 0 && tierOf(id) != want)
-          return fail(where +
+          return fail(where() +
                       (inputIsWritten(inst, k) ? " updates " : " reads ") +
                       f.tensor(id) + " which is in the " +
                       tierName(tierOf(id)) + " tier");
       }
       for (int id : inst.outputs())
         if (id >= 0 && tierOf(id) != want)
-          return fail(where + " writes " + f.tensor(id) + " which is in the " +
+          return fail(where() + " writes " + f.tensor(id) + " which is in the " +
                       tierName(tierOf(id)) + " tier");
     } else if (!copy && !copyInto) {
-      return fail(where + ": the " + streamName(s) +
+      return fail(where() + ": the " + streamName(s) +
                   " stream runs only zinc.Copy and zinc.CopyInto");
     }
     if (!copy && !copyInto)
@@ -363,14 +366,14 @@ llvm::Error checkResidency(const Plan &p, const PlanFacts &f) {
     if (copy) {
       if (inst.inputs_size() != 1 || inst.outputs_size() != 1 ||
           inst.inputs(0) < 0 || inst.outputs(0) < 0)
-        return fail(where + " must have one input (the source) and one output");
+        return fail(where() + " must have one input (the source) and one output");
       src = inst.inputs(0);
       dst = inst.outputs(0);
     } else {
       if (inst.inputs_size() != 2 || inst.outputs_size() != 0 ||
           inst.inputs(0) < 0 || inst.inputs(1) < 0)
         return fail(
-            where +
+            where() +
             " must have two inputs (source, destination) and no outputs");
       src = inst.inputs(0);
       dst = inst.inputs(1);
@@ -385,13 +388,13 @@ llvm::Error checkResidency(const Plan &p, const PlanFacts &f) {
              !(from == TIER_CPU && to == TIER_NVME))
       rule = "nvme copies nvme -> cpu or cpu -> nvme";
     if (rule)
-      return fail(where + " copies " + f.tensor(src) + " in the " +
+      return fail(where() + " copies " + f.tensor(src) + " in the " +
                   tierName(from) + " tier to " + f.tensor(dst) + " in the " +
                   tierName(to) + " tier; " + rule);
     uint64_t srcBytes = p.tensors(src).size_bytes(),
              dstBytes = p.tensors(dst).size_bytes();
     if (srcBytes != dstBytes)
-      return fail(where + " copies " + f.tensor(src) + " (" +
+      return fail(where() + " copies " + f.tensor(src) + " (" +
                   llvm::Twine(srcBytes) + " bytes) to " + f.tensor(dst) + " (" +
                   llvm::Twine(dstBytes) + " bytes); the sizes must be equal");
   }
@@ -531,18 +534,19 @@ llvm::Error checkEventOrder(const Plan &p, const PlanFacts &f) {
   std::vector<int> signaller = signallers(p);
   for (int i = 0; i < p.instructions_size(); ++i) {
     const Instruction &inst = p.instructions(i);
-    std::string where = f.describe(i) + " on the " + streamName(inst.stream()) +
-                        " stream waits on event ";
     for (uint32_t e : inst.wait_events()) {
       int j = signaller[e];
-      std::string event = where + std::to_string(e);
+      auto event = [&] {
+        return f.describe(i) + " on the " + streamName(inst.stream()) +
+               " stream waits on event " + std::to_string(e);
+      };
       if (j == i)
-        return fail(event + ", which it signals itself");
+        return fail(event() + ", which it signals itself");
       if (j > i)
-        return fail(event + ", which " + f.describe(j) + " signals later");
+        return fail(event() + ", which " + f.describe(j) + " signals later");
       if (p.instructions(j).stream() == inst.stream())
         return fail(
-            event + ", which " + f.describe(j) +
+            event() + ", which " + f.describe(j) +
             " signals on the same stream; events order different streams "
             "(a wrong stream assignment?)");
     }

@@ -304,6 +304,13 @@ static Error compile() {
   auto writing = phases.time("report and plan file");
   std::string bytes = zinc::plan::encodePlan(
       *plan, emit == "text" ? zinc::plan::PlanEncoding::Text : zinc::plan::PlanEncoding::Binary);
+  // Staged beside the output while the verifier works; put in place only
+  // once it accepts the plan.
+  auto staged = zinc::plan::stagePlanFile(bytes, outputPath);
+  if (!staged) {
+    consumeError(verified.get());
+    return staged.takeError();
+  }
   std::string report;
   if (!reportPath.empty()) {
     zinc::CompileConfig config;
@@ -322,7 +329,7 @@ static Error compile() {
       return zinc::makeError(reportPath + ": cannot write: " + ec.message());
     os << report;
   }
-  if (Error err = zinc::plan::writeEncodedPlanFile(bytes, outputPath))
+  if (Error err = staged->commit())
     return err;
   writing.reset();
   // The graph and the plan are left for the process's exit to reclaim, as

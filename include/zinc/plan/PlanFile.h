@@ -29,9 +29,28 @@ llvm::Expected<Plan> decodePlan(llvm::StringRef bytes);
 /// compile never leaves a partial plan behind.
 llvm::Error writePlanFile(const Plan &plan, llvm::StringRef path,
                           PlanEncoding encoding);
-/// The same for bytes encodePlan made (zinc-compile encodes while the plan
-/// verifier runs, and writes only a verified plan).
+/// The same for bytes encodePlan made.
 llvm::Error writeEncodedPlanFile(llvm::StringRef bytes, llvm::StringRef path);
+/// A plan written beside its destination, not yet in place: commit()
+/// renames it over `path`; destroyed uncommitted, it is removed. zinc-compile
+/// stages the plan while the verifier runs and commits only a verified one.
+class StagedPlanFile {
+public:
+  StagedPlanFile(StagedPlanFile &&other);
+  StagedPlanFile &operator=(StagedPlanFile &&) = delete;
+  ~StagedPlanFile();
+  llvm::Error commit();
+
+private:
+  friend llvm::Expected<StagedPlanFile> stagePlanFile(llvm::StringRef,
+                                                      llvm::StringRef);
+  StagedPlanFile(std::string staged, std::string path)
+      : staged(std::move(staged)), path(std::move(path)) {}
+  std::string staged, path;
+};
+/// Writes `bytes` to a temporary file beside `path`.
+llvm::Expected<StagedPlanFile> stagePlanFile(llvm::StringRef bytes,
+                                             llvm::StringRef path);
 /// Errors start with the path.
 llvm::Expected<Plan> readPlanFile(llvm::StringRef path);
 
