@@ -1,5 +1,8 @@
 //===- PlanFileTest.cpp - Plan containers: round trip and corruption ------===//
 #include "zinc/plan/PlanFile.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "gtest/gtest.h"
 
 using namespace zinc::plan;
@@ -70,4 +73,44 @@ TEST(PlanFileTest, RejectsAnotherFormatVersion) {
   bytes[8] = static_cast<char>(kPlanFormatVersion + 1);
   EXPECT_NE(errorOf(decodePlan(bytes)).find("format version 2 is not supported"),
             std::string::npos);
+}
+
+/// A fresh path in a fresh directory of the test's own.
+static std::string scratchPath(llvm::StringRef name) {
+  llvm::SmallString<128> dir;
+  EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("zinc-planfile", dir));
+  llvm::sys::path::append(dir, name);
+  return std::string(dir);
+}
+
+TEST(PlanFileTest, AStagedPlanAppearsOnlyWhenCommitted) {
+  std::string path = scratchPath("p.zplan");
+  std::string bytes = encodePlan(samplePlan(), PlanEncoding::Binary);
+  {
+    auto staged = stagePlanFile(bytes, path);
+    ASSERT_TRUE(static_cast<bool>(staged)) << llvm::toString(staged.takeError());
+    EXPECT_FALSE(llvm::sys::fs::exists(path));
+  }
+  // Dropped uncommitted (a plan the verifier refused): nothing is left.
+  EXPECT_FALSE(llvm::sys::fs::exists(path));
+  EXPECT_FALSE(llvm::sys::fs::exists(path + ".tmp"));
+  {
+    auto staged = stagePlanFile(bytes, path);
+    ASSERT_TRUE(static_cast<bool>(staged));
+    EXPECT_FALSE(static_cast<bool>(staged->commit()));
+  }
+  EXPECT_FALSE(llvm::sys::fs::exists(path + ".tmp"));
+  auto back = readPlanFile(path);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->instructions(0).name(), "Relu_0");
+  llvm::sys::fs::remove(path);
+  llvm::sys::fs::remove(llvm::sys::path::parent_path(path));
+}
+
+TEST(PlanFileTest, StagingIntoAMissingDirectorySaysSo) {
+  auto staged = stagePlanFile("bytes", "/nonexistent-zinc-dir/p.zplan");
+  ASSERT_FALSE(static_cast<bool>(staged));
+  EXPECT_EQ(llvm::toString(staged.takeError()),
+            "/nonexistent-zinc-dir/p.zplan: cannot write: No such file or "
+            "directory");
 }
