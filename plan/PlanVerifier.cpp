@@ -15,6 +15,7 @@
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <array>
+#include <future>
 #include <map>
 #include <queue>
 #include <set>
@@ -223,6 +224,19 @@ llvm::Error checkOperandIds(const Plan &p, const PlanFacts &f) {
         return fail(f.describe(i) + " output " + llvm::Twine(k) +
                     " is tensor " + llvm::Twine(inst.outputs(k)) +
                     ", out of range" + count);
+    auto where = [&] {
+      return f.describe(i) + " on the " + streamName(inst.stream()) +
+             " stream";
+    };
+    if (isOp(inst, "Copy") &&
+        (inst.inputs_size() != 1 || inst.outputs_size() != 1 ||
+         inst.inputs(0) < 0 || inst.outputs(0) < 0))
+      return fail(where() + " must have one input (the source) and one output");
+    if (isOp(inst, "CopyInto") &&
+        (inst.inputs_size() != 2 || inst.outputs_size() != 0 ||
+         inst.inputs(0) < 0 || inst.inputs(1) < 0))
+      return fail(where() +
+                  " must have two inputs (source, destination) and no outputs");
   }
   for (int k = 0; k < p.inputs_size(); ++k)
     if (p.inputs(k) >= static_cast<uint32_t>(n))
@@ -362,22 +376,8 @@ llvm::Error checkResidency(const Plan &p, const PlanFacts &f) {
     }
     if (!copy && !copyInto)
       continue;
-    int src, dst;
-    if (copy) {
-      if (inst.inputs_size() != 1 || inst.outputs_size() != 1 ||
-          inst.inputs(0) < 0 || inst.outputs(0) < 0)
-        return fail(where() + " must have one input (the source) and one output");
-      src = inst.inputs(0);
-      dst = inst.outputs(0);
-    } else {
-      if (inst.inputs_size() != 2 || inst.outputs_size() != 0 ||
-          inst.inputs(0) < 0 || inst.inputs(1) < 0)
-        return fail(
-            where() +
-            " must have two inputs (source, destination) and no outputs");
-      src = inst.inputs(0);
-      dst = inst.inputs(1);
-    }
+    // Operand counts were checked with the operand ids.
+    int src = inst.inputs(0), dst = copy ? inst.outputs(0) : inst.inputs(1);
     int from = tierOf(src), to = tierOf(dst);
     const char *rule = nullptr;
     if (s == STREAM_H2D && !(from == TIER_CPU && to == TIER_GPU))
@@ -946,22 +946,47 @@ llvm::Error checkWriteBacks(const Plan &, const PlanFacts &f) {
 using Check = llvm::Error (*)(const Plan &, const PlanFacts &);
 
 /// In order: the later checks assume what the earlier ones establish (ids
-/// in range, a TierInfo per tier used, one signaller per event, events
-/// signalled before they are waited on).
-const Check checks[] = {
-    checkTierInfos,  checkTensors,       checkOperandIds, checkWorkspaces,
-    checkEventIds,   checkResidency,     checkPlacement,  checkNoOverlap,
-    checkEventOrder, checkHappensBefore, checkWriteBacks,
-};
+/// in range, copies with their operands, a TierInfo per tier used, one
+/// signaller per event, events signalled before they are waited on).
+const Check wellFormed[] = {checkTierInfos, checkTensors, checkOperandIds,
+                            checkWorkspaces, checkEventIds};
+/// Memory and ordering assume only well-formedness of each other, so on a
+/// big plan they run side by side.
+const Check memory[] = {checkResidency, checkPlacement, checkNoOverlap};
+const Check ordering[] = {checkEventOrder, checkHappensBefore,
+                          checkWriteBacks};
+/// Plans of this many instructions check ordering on a second thread.
+constexpr int kParallelInstructions = 1 << 14;
+
+llvm::Error runChecks(llvm::ArrayRef<Check> checks, const Plan &plan,
+                      const PlanFacts &facts) {
+  for (Check check : checks)
+    if (llvm::Error err = check(plan, facts))
+      return err;
+  return llvm::Error::success();
+}
 
 } // namespace
 
 llvm::Error verifyPlan(const Plan &plan) {
   PlanFacts facts(plan);
-  for (Check check : checks)
-    if (llvm::Error err = check(plan, facts))
+  if (llvm::Error err = runChecks(wellFormed, plan, facts))
+    return err;
+  if (plan.instructions_size() < kParallelInstructions) {
+    if (llvm::Error err = runChecks(memory, plan, facts))
       return err;
-  return llvm::Error::success();
+    return runChecks(ordering, plan, facts);
+  }
+  std::future<llvm::Error> ordered = std::async(
+      std::launch::async, [&] { return runChecks(ordering, plan, facts); });
+  llvm::Error memoryErr = runChecks(memory, plan, facts);
+  llvm::Error orderErr = ordered.get();
+  // The first failure in check order, as a sequential run reports it.
+  if (memoryErr) {
+    llvm::consumeError(std::move(orderErr));
+    return memoryErr;
+  }
+  return orderErr;
 }
 
 } // namespace zinc::plan
