@@ -86,6 +86,13 @@ struct Access {
   bool write;
 };
 
+/// The same access as the range [lo, hi) of its tier's shadow segments.
+struct SegmentAccess {
+  ir::Tier tier;
+  bool write;
+  uint32_t lo, hi;
+};
+
 /// Over n slots: raise a range to at least v, and the maximum of a range,
 /// both O(log n). A raise tags the nodes that cover its range exactly and
 /// lifts the maxima of their ancestors; a query reads the maxima of the
@@ -154,33 +161,35 @@ public:
                        this->bounds.end());
   }
 
+  /// `a` as a range of segments: looked up once per access, not once per
+  /// stream queried.
+  SegmentAccess segments(const Access &a) const {
+    return {a.tier, a.write,
+            static_cast<uint32_t>(llvm::lower_bound(bounds, a.begin) - bounds.begin()),
+            static_cast<uint32_t>(llvm::lower_bound(bounds, a.end) - bounds.begin())};
+  }
+
   /// The latest instruction on stream `t` whose access conflicts with `a`
   /// (overlaps it, one of them writing), or -1.
-  int64_t latestConflict(const Access &a, int t) const {
+  int64_t latestConflict(const SegmentAccess &a, int t) const {
     const std::unique_ptr<RangeMax> &by = a.write ? touched[t] : written[t];
     if (!by)
       return -1;
-    auto [lo, hi] = segments(a);
-    return by->max(lo, hi);
+    return by->max(a.lo, a.hi);
   }
 
-  void record(const Access &a, int stream, int32_t inst) {
-    auto [lo, hi] = segments(a);
+  void record(const SegmentAccess &a, int stream, int32_t inst) {
     auto get = [&](std::unique_ptr<RangeMax> &by) -> RangeMax & {
       if (!by)
         by = std::make_unique<RangeMax>(bounds.size());
       return *by;
     };
-    get(touched[stream]).raise(lo, hi, inst);
+    get(touched[stream]).raise(a.lo, a.hi, inst);
     if (a.write)
-      get(written[stream]).raise(lo, hi, inst);
+      get(written[stream]).raise(a.lo, a.hi, inst);
   }
 
 private:
-  std::pair<size_t, size_t> segments(const Access &a) const {
-    return {llvm::lower_bound(bounds, a.begin) - bounds.begin(),
-            llvm::lower_bound(bounds, a.end) - bounds.begin()};
-  }
 
   std::vector<uint64_t> bounds;
   /// Per stream, made when the stream first touches the tier.
@@ -208,15 +217,19 @@ static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &lay
   std::vector<const ir::Node *> order;
   for (const auto &n : g.nodes())
     order.push_back(&*n);
-  std::vector<llvm::SmallVector<Access, 4>> accesses(order.size());
+  // Instruction i's accesses are accesses[first[i], first[i + 1]).
+  std::vector<Access> accesses;
+  std::vector<uint32_t> first;
+  first.reserve(order.size() + 1);
   std::vector<uint64_t> bounds[kTiers];
   for (size_t i = 0; i < order.size(); ++i) {
     const ir::Node &n = *order[i];
+    first.push_back(static_cast<uint32_t>(accesses.size()));
     auto add = [&](const ir::Value *v, bool write) {
       uint64_t off = layout.offsets.lookup(v);
       uint64_t extent = llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1),
                                       tierAlignment(v->tier));
-      accesses[i].push_back({v->tier, off, off + extent, write});
+      accesses.push_back({v->tier, off, off + extent, write});
       unsigned tier = static_cast<unsigned>(v->tier);
       bounds[tier].push_back(off);
       bounds[tier].push_back(off + extent);
@@ -228,9 +241,18 @@ static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &lay
       if (out)
         add(out, true);
   }
+  first.push_back(static_cast<uint32_t>(accesses.size()));
   std::vector<TierShadow> shadows;
   for (std::vector<uint64_t> &b : bounds)
     shadows.emplace_back(std::move(b));
+  std::vector<SegmentAccess> spans;
+  spans.reserve(accesses.size());
+  for (const Access &a : accesses)
+    spans.push_back(shadows[static_cast<unsigned>(a.tier)].segments(a));
+  accesses = {};
+  auto accessesOf = [&](size_t i) {
+    return llvm::makeArrayRef(spans).slice(first[i], first[i + 1] - first[i]);
+  };
 
   using Clock = std::array<int64_t, kStreams>;
   // waited[s][t]: the latest instruction of stream t that stream s is
@@ -248,7 +270,7 @@ static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &lay
     for (int t = 0; t < kStreams; ++t) {
       latest[t] = -1;
       if (t != s)
-        for (const Access &a : accesses[i])
+        for (const SegmentAccess &a : accessesOf(i))
           latest[t] = std::max(
               latest[t],
               shadows[static_cast<unsigned>(a.tier)].latestConflict(a, t));
@@ -269,7 +291,7 @@ static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &lay
     }
     waited[s][s] = i;
     clock[i] = waited[s];
-    for (const Access &a : accesses[i])
+    for (const SegmentAccess &a : accessesOf(i))
       shadows[static_cast<unsigned>(a.tier)].record(a, s,
                                                     static_cast<int32_t>(i));
   }
@@ -325,10 +347,14 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
       g.numNodes() >= kNodesWorthAThread ? std::launch::async : std::launch::deferred,
       [&] { return synchronizeStreams(g, layout); });
 
-  llvm::DenseMap<const ir::Value *, int> ids;
+  // Plan tensor ids by value id.
+  std::vector<int> ids(g.valueIdBound(), -1);
+  auto idOf = [&](const ir::Value *v) { return v ? ids[v->id] : -1; };
+  p.mutable_tensors()->Reserve(static_cast<int>(g.values().size()) + kNumStreams);
+  p.mutable_instructions()->Reserve(static_cast<int>(g.numNodes()));
   for (const auto &v : g.values()) {
     int id = p.tensors_size();
-    ids[v.get()] = id;
+    ids[v->id] = id;
     plan::Tensor *t = p.add_tensors();
     t->set_id(id);
     t->set_name(v->name);
@@ -349,17 +375,17 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
   }
   addWorkspaces(layout, p);
   for (const ir::Value *in : g.inputs())
-    p.add_inputs(ids[in]);
+    p.add_inputs(idOf(in));
   for (const ir::Value *out : g.outputs())
-    p.add_outputs(ids[out]);
+    p.add_outputs(idOf(out));
   if (opts.loss)
-    p.set_loss(ids[opts.loss]);
+    p.set_loss(idOf(opts.loss));
 
   for (const auto &n : g.nodes()) {
-    if (n->domain == "zinc" && n->opType == "UpdateLossScale" && n->inputs.size() == 4 &&
-        n->inputs[0] && n->inputs[2]) {
-      p.mutable_loss_scaling()->set_scale(ids[n->inputs[0]]);
-      p.mutable_loss_scaling()->set_found_inf(ids[n->inputs[2]]);
+    if (llvm::StringRef(n->opType) == "UpdateLossScale" && n->domain == "zinc" &&
+        n->inputs.size() == 4 && n->inputs[0] && n->inputs[2]) {
+      p.mutable_loss_scaling()->set_scale(idOf(n->inputs[0]));
+      p.mutable_loss_scaling()->set_found_inf(idOf(n->inputs[2]));
     }
     plan::Instruction *inst = p.add_instructions();
     inst->set_name(n->name);
@@ -367,9 +393,9 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
     inst->set_op(n->opType);
     inst->set_stream(toPlanStream(n->stream));
     for (const ir::Value *in : n->inputs)
-      inst->add_inputs(in ? ids[in] : -1);
+      inst->add_inputs(idOf(in));
     for (const ir::Value *out : n->outputs)
-      inst->add_outputs(out ? ids[out] : -1);
+      inst->add_outputs(idOf(out));
     for (const Attribute &a : n->attrs.all())
       emitAttribute(a, *inst->add_attrs());
   }

@@ -254,6 +254,8 @@ public:
   /// Nodes in program order.
   NodeRange nodes() const;
   size_t numNodes() const { return nodeCount; }
+  /// Every value's id is below this: a dense index for per-value tables.
+  unsigned valueIdBound() const { return nextValueId; }
   /// The first and last node, or null.
   Node *firstNode() const;
   Node *lastNode() const;
