@@ -1,0 +1,235 @@
+"""Training throughput at realistic sizes: zinc (cpu backend) vs PyTorch on nanoGPT.
+
+The models are bench/nanogpt.py's (gpt-25m: 27.4M parameters, gpt-85m: 83.6M),
+batch 8 x seq 256 (2048 tokens a step), fp32, AdamW (lr 1e-3, PyTorch's
+defaults otherwise), exported as users export them (training mode, dynamic
+axes) and compiled with --dim batch=8 --dim seq=256. Both sides start from the
+same weights and see the same batches (uniform random tokens, a fixed seed).
+
+Threads are fixed before either side starts, per thread count T:
+- zinc-run gets OMP_NUM_THREADS=T and OPENBLAS_NUM_THREADS=T;
+- PyTorch runs in a fresh process per setting, the pools set in its
+  environment before torch loads (OMP_NUM_THREADS=T, torch.set_num_threads(T))
+  with OPENBLAS_NUM_THREADS=B for every B in 1..T, and keeps its best: on
+  small models Debian's torch collapses when both pools run T threads.
+
+Each repetition runs --warmup untimed steps then --steps timed ones: zinc as
+one `zinc-run --steps=W+N` process summing the per-step `seconds` of
+metrics.jsonl, PyTorch as a zero_grad/forward/backward/step loop timed with
+perf_counter. Steps/s = N / time; results are medians over --reps
+repetitions (every repetition is in the JSON), the ratio zinc/PyTorch > 1
+when zinc is faster. zinc and PyTorch alternate repetitions so that drift in
+machine load hits both alike.
+
+Run: /usr/bin/python3 bench/train_nanogpt.py --build-dir build
+       [--models gpt-25m,gpt-85m] [--threads 1,2] [--reps 5 --warmup 1 --steps 3]
+       [--offload]   (also the 25M model with the optimizer on NVMe, parameters on CPU)
+Writes bench/results/train_nanogpt.json unless --out.
+"""
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
+from machine_info import cpu_name, git_commit  # noqa: E402
+
+LR = 1e-3
+
+
+def run(argv, env=None):
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    if proc.returncode != 0:
+        sys.exit("%s failed (exit %d):\n%s" % (" ".join(argv), proc.returncode,
+                                               proc.stderr.decode()[-4000:]))
+    return proc
+
+
+def prepare(model, work, steps):
+    """Exports the model and writes its batches; returns (onnx, data, params)."""
+    import nanogpt
+    import safetensors_io as st
+    c = nanogpt.CONFIGS[model]
+    onnx_path = os.path.join(work, model + ".onnx")
+    params = nanogpt.export(c, onnx_path)
+    tokens, targets = nanogpt.make_data(c, steps)
+    data = os.path.join(work, model + "-data.safetensors")
+    st.save_file({"tokens": tokens, "targets": targets}, data)
+    return onnx_path, data, params
+
+
+def compile_plan(build, model, onnx_path, work, offload):
+    import nanogpt
+    c = nanogpt.CONFIGS[model]
+    plan = os.path.join(work, "%s%s.zplan" % (model, "-offload" if offload else ""))
+    argv = [os.path.join(build, "tools", "zinc-compile"), onnx_path, "-o", plan,
+            "--dim", "batch=%d" % c.batch, "--dim", "seq=%d" % c.seq,
+            "--optimizer=adamw", "--lr=%g" % LR]
+    if offload:
+        argv += ["--offload-optimizer=nvme", "--offload-params=cpu"]
+    run(argv)
+    return plan
+
+
+def zinc_rep(build, plan, data, threads, warmup, steps, work, offload):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    metrics = os.path.join(work, "metrics.jsonl")
+    argv = [os.path.join(build, "tools", "zinc-run"), plan, "--backend=cpu",
+            "--steps=%d" % (warmup + steps), "--data=" + data, "--metrics=" + metrics]
+    if offload:
+        argv.append("--nvme-dir=" + work)
+    run(argv, env=env)
+    with open(metrics) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    if len(lines) != warmup + steps:
+        sys.exit("zinc-run wrote %d metrics lines, expected %d" % (len(lines), warmup + steps))
+    return {"steps_per_second": steps / sum(m["seconds"] for m in lines[warmup:]),
+            "losses": [m["loss"] for m in lines]}
+
+
+def torch_rep(model, data, threads, blas_threads, warmup, steps):
+    """One repetition in a fresh process whose pools are set before torch loads."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(blas_threads), MKL_NUM_THREADS=str(threads))
+    proc = run([sys.executable, os.path.abspath(__file__), "--torch-worker", model, data,
+                str(threads), str(warmup), str(steps)], env=env)
+    return json.loads(proc.stdout.decode().strip().splitlines()[-1])
+
+
+def torch_worker(model, data, threads, warmup, steps):
+    import numpy as np
+    import torch
+    import nanogpt
+    import safetensors_io as st
+    torch.set_num_threads(threads)
+    c = nanogpt.CONFIGS[model]
+    batches = st.load_file(data)
+    n = batches["tokens"].shape[0]
+    net = nanogpt.make_model(c).train()
+    opt = torch.optim.AdamW(net.parameters(), lr=LR)
+    losses = []
+
+    def step(i):
+        opt.zero_grad()
+        loss = net(torch.from_numpy(np.ascontiguousarray(batches["tokens"][i % n])),
+                   torch.from_numpy(np.ascontiguousarray(batches["targets"][i % n])))
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+
+    for i in range(warmup):
+        step(i)
+    t0 = time.perf_counter()
+    for i in range(warmup, warmup + steps):
+        step(i)
+    rate = steps / (time.perf_counter() - t0)
+    print(json.dumps({"steps_per_second": rate, "losses": losses, "torch": torch.__version__}))
+
+
+def median_of(reps):
+    return statistics.median(r["steps_per_second"] for r in reps)
+
+
+def bench_model(args, model, work, offload=False):
+    onnx_path, data, params = prepare(model, work, args.warmup + args.steps)
+    plan = compile_plan(args.build_dir, model, onnx_path, work, offload)
+    rows = []
+    for threads in args.threads:
+        zinc, torch_by_blas = [], {b: [] for b in range(1, threads + 1)}
+        for _ in range(args.reps):
+            zinc.append(zinc_rep(args.build_dir, plan, data, threads, args.warmup,
+                                 args.steps, work, offload))
+            for b in torch_by_blas:
+                torch_by_blas[b].append(torch_rep(model, data, threads, b, args.warmup,
+                                                  args.steps))
+        best_blas = max(torch_by_blas, key=lambda b: median_of(torch_by_blas[b]))
+        torch_reps = torch_by_blas[best_blas]
+        z, t = median_of(zinc), median_of(torch_reps)
+        loss_diff = abs(zinc[0]["losses"][0] - torch_reps[0]["losses"][0]) / abs(
+            torch_reps[0]["losses"][0])
+        row = {
+            "model": model, "params": params, "offload": offload, "threads": threads,
+            "zinc": {"median_steps_per_second": z, "reps": zinc},
+            "pytorch": {"median_steps_per_second": t, "openblas_threads": best_blas,
+                        "reps": torch_reps, "torch": torch_reps[0]["torch"],
+                        "other_settings": {
+                            "openblas_threads=%d" % b: {
+                                "median_steps_per_second": median_of(r), "reps": r}
+                            for b, r in torch_by_blas.items() if b != best_blas}},
+            "ratio_zinc_over_pytorch": z / t,
+            "step0_loss_rel_diff": loss_diff,
+        }
+        rows.append(row)
+        print("%-8s %-8s %d thr  zinc %6.3f steps/s (%5.2f s/step)  PyTorch %6.3f "
+              "(%5.2f s/step, OpenBLAS %d)  zinc/PyTorch %.2fx  step-0 loss diff %.1e" % (
+                  model, "offload" if offload else "resident", threads, z, 1 / z, t, 1 / t,
+                  best_blas, z / t, loss_diff), flush=True)
+    return rows
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
+        model, data, threads, warmup, steps = sys.argv[2:7]
+        torch_worker(model, data, int(threads), int(warmup), int(steps))
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build-dir", default=os.environ.get("ZINC_BUILD_DIR",
+                                                         os.path.join(ROOT, "build")))
+    p.add_argument("--models", default="gpt-25m,gpt-85m")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps per repetition")
+    p.add_argument("--steps", type=int, default=3, help="timed steps per repetition")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--offload", action="store_true",
+                   help="also gpt-25m offloaded (optimizer on NVMe, parameters on CPU)")
+    p.add_argument("--work-dir", help="keep the exports, data and plans here")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "train_nanogpt.json"))
+    args = p.parse_args()
+    if args.warmup < 1 or args.steps < 1 or args.reps < 1:
+        p.error("--warmup, --steps and --reps must be at least 1")
+    args.threads = [int(t) for t in args.threads.split(",") if t]
+    models = [m for m in args.models.split(",") if m]
+    import nanogpt
+    for m in models:
+        if m not in nanogpt.CONFIGS:
+            p.error("unknown model '%s' (known: %s)" % (m, ", ".join(nanogpt.CONFIGS)))
+
+    rows = []
+    if args.work_dir:
+        os.makedirs(args.work_dir, exist_ok=True)
+    work_ctx = (contextlib.nullcontext(args.work_dir) if args.work_dir
+                else tempfile.TemporaryDirectory(prefix="zinc-nanogpt-"))
+    with work_ctx as work:
+        for m in models:
+            rows += bench_model(args, m, work)
+        if args.offload:
+            rows += bench_model(args, "gpt-25m", work, offload=True)
+    result = {
+        "benchmark": "train_nanogpt",
+        "config": {"backend": "cpu", "precision": "fp32", "optimizer": "adamw", "lr": LR,
+                   "warmup": args.warmup, "steps": args.steps, "reps": args.reps},
+        "machine": {"cpu": cpu_name(), "nproc": os.cpu_count()},
+        "commit": git_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "results": rows,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    print("wrote %s" % args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
