@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/support/KernelWorkspace.h"
+#include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -50,31 +51,21 @@ static uint64_t widenedBlocksBytes(int64_t m, int64_t n, int64_t k) {
   return piece(bm * bk, 4) + piece(bk * bn, 4) + piece(bm * bn, 4);
 }
 
-static uint64_t matMulBytes(Operands ins) {
+/// MatMul, and zinc.FusedMatMul with its transposes.
+static uint64_t matMulBytes(Operands ins, const AttributeList &attrs) {
   const KernelOperand *a = operand(ins, 0), *b = operand(ins, 1);
-  if (!a || !b || !isFloat16(a->dtype) || a->shape.empty() || b->shape.empty())
+  if (!a || !b || !isFloat16(a->dtype))
     return 0;
-  llvm::SmallVector<int64_t, 6> as(a->shape.begin(), a->shape.end()),
-      bs(b->shape.begin(), b->shape.end());
-  if (as.size() == 1)
-    as.insert(as.begin(), 1);
-  if (bs.size() == 1)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  llvm::ArrayRef<int64_t> batchA = llvm::makeArrayRef(as).drop_back(2);
-  llvm::ArrayRef<int64_t> batchB = llvm::makeArrayRef(bs).drop_back(2);
-  // The broadcast batch's elements.
-  int64_t batch = 1;
-  for (size_t i = 0, e = std::max(batchA.size(), batchB.size()); i < e; ++i) {
-    int64_t da = i < batchA.size() ? batchA[batchA.size() - 1 - i] : 1;
-    int64_t db = i < batchB.size() ? batchB[batchB.size() - 1 - i] : 1;
-    batch *= da == 1 ? db : da;
+  auto g = matMulGeometry(a->shape, b->shape, attrs.getInt("transA", 0) != 0,
+                          attrs.getInt("transB", 0) != 0);
+  if (!g) {
+    // The kernel refuses such shapes itself.
+    llvm::consumeError(g.takeError());
+    return 0;
   }
-  bool folded = numElements(batchB) == 1 && numElements(batchA) == batch;
-  int64_t rows = folded ? m * batch : m;
-  if (rows == 0 || n == 0)
+  if (g->rows() == 0 || g->n == 0)
     return 0;
-  return widenedBlocksBytes(rows, n, k);
+  return widenedBlocksBytes(g->rows(), g->n, g->k);
 }
 
 static uint64_t gemmBytes(Operands ins, const AttributeList &attrs) {
@@ -377,7 +368,7 @@ uint64_t kernelWorkspaceBytes(llvm::StringRef domain, llvm::StringRef op,
   (void)opsetVersion; // no kernel's scratch depends on it yet
   if (domain.empty()) {
     if (op == "MatMul")
-      return matMulBytes(ins);
+      return matMulBytes(ins, attrs);
     if (op == "Gemm")
       return gemmBytes(ins, attrs);
     if (op == "Conv" || op == "ConvTranspose")
@@ -400,6 +391,8 @@ uint64_t kernelWorkspaceBytes(llvm::StringRef domain, llvm::StringRef op,
     return 0;
   if (op.startswith("Conv"))
     return convBytes(op, ins, outs, attrs);
+  if (op == "FusedMatMul")
+    return matMulBytes(ins, attrs);
   if (op == "LayerNormalizationGrad")
     return layerNormGradBytes(ins, outs, attrs);
   if (op == "BatchNormalizationGrad")

@@ -5,11 +5,14 @@
 // blocks), multiplied by sgemm and rounded once; integers use a plain loop
 // that wraps like numpy. MatMul folds a batch that shares one right-hand
 // matrix into a single tall GEMM, the shape of every linear layer.
+// zinc.FusedMatMul is MatMul reading either operand transposed (its last two
+// axes swapped) and scaling by alpha: BLAS's own transA/transB.
 //
 //===----------------------------------------------------------------------===//
 #include "Convert.h"
 #include "KernelUtil.h"
 #include "Kernels.h"
+#include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/Twine.h"
 #include <cblas.h>
 #include <climits>
@@ -149,70 +152,46 @@ static llvm::Error checkBlasDims(const KernelCall &call,
 // MatMul
 //===----------------------------------------------------------------------===//
 
-llvm::Error runMatMul(const KernelCall &call) {
+/// op(A) x op(B) * alpha with numpy's batching (MatMulGeometry.h): one
+/// GEMM per broadcast batch element at the offsets the broadcast gives, or a
+/// single tall one when the batch shares one right-hand matrix.
+static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
+                               double alpha) {
   const TensorRef *a = call.input(0), *b = call.input(1);
   TensorRef *y = call.output(0);
+  llvm::StringRef op = call.opType;
   if (!a || !b || !y)
-    return kernelError("MatMul: missing input or output");
+    return kernelError(op + ": missing input or output");
   if (a->dtype != b->dtype || a->dtype != y->dtype || a->dtype == DType::Bool)
-    return kernelError("unsupported: MatMul with element types " +
+    return kernelError("unsupported: " + op + " with element types " +
                        dtypeName(a->dtype) + ", " + dtypeName(b->dtype) +
                        " -> " + dtypeName(y->dtype));
-  if (a->rank() == 0 || b->rank() == 0)
-    return kernelError("MatMul: operands must have rank >= 1");
-  // numpy: a 1-D left operand is a row [1,K], a 1-D right one a column
-  // [K,1]; the added dimension is dropped from the result.
-  llvm::SmallVector<int64_t, 6> as(a->shape), bs(b->shape);
-  bool rowVec = as.size() == 1, colVec = bs.size() == 1;
-  if (rowVec)
-    as.insert(as.begin(), 1);
-  if (colVec)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  if (bs[bs.size() - 2] != k)
-    return kernelError("MatMul: shapes " + formatShape(a->shape) + " and " +
-                       formatShape(b->shape) + " do not multiply");
-  llvm::ArrayRef<int64_t> batchA = llvm::makeArrayRef(as).drop_back(2);
-  llvm::ArrayRef<int64_t> batchB = llvm::makeArrayRef(bs).drop_back(2);
-  auto batchOr = broadcastShapes(batchA, batchB);
-  if (!batchOr)
-    return batchOr.takeError();
-  llvm::SmallVector<int64_t, 6> batch = *batchOr, expect = *batchOr;
-  if (!rowVec)
-    expect.push_back(m);
-  if (!colVec)
-    expect.push_back(n);
-  if (expect != y->shape)
-    return kernelError("MatMul: output shape " + formatShape(y->shape) +
-                       ", expected " + formatShape(expect));
-  if (auto err = checkBlasDims(call, {m, n, k}))
+  auto geometry = matMulGeometry(a->shape, b->shape, ta, tb);
+  if (!geometry)
+    return kernelError(op + ": " + llvm::toString(geometry.takeError()));
+  const MatMulGeometry &g = *geometry;
+  if (g.out != y->shape)
+    return kernelError(op + ": output shape " + formatShape(y->shape) +
+                       ", expected " + formatShape(g.out));
+  int64_t m = g.m, n = g.n, k = g.k, rows = g.rows();
+  if (auto err = checkBlasDims(call, {m, n, k, rows}))
     return err;
-
-  // When the right operand is one matrix, the whole batch of the left is
-  // one tall [batch*M, K] product; else one product per batch element, at
-  // the offsets the broadcast gives.
-  int64_t rows = m;
-  bool folded = zinc::numElements(batchB) == 1 &&
-                zinc::numElements(batchA) == zinc::numElements(batch);
-  if (folded) {
-    rows = m * zinc::numElements(batch);
-    if (auto err = checkBlasDims(call, {rows}))
-      return err;
-  }
-  llvm::SmallVector<int64_t, 6> sa = broadcastStrides(batchA, batch);
-  llvm::SmallVector<int64_t, 6> sb = broadcastStrides(batchB, batch);
+  llvm::SmallVector<int64_t, 6> sa =
+      broadcastStrides(llvm::makeArrayRef(g.a).drop_back(2), g.batch);
+  llvm::SmallVector<int64_t, 6> sb =
+      broadcastStrides(llvm::makeArrayRef(g.b).drop_back(2), g.batch);
   for (int64_t &s : sa)
     s *= m * k;
   for (int64_t &s : sb)
     s *= k * n;
   // Calls fn(aOffset, bOffset, yOffset) for every product.
   auto forEachProduct = [&](auto &&fn) {
-    if (folded) {
+    if (g.folded) {
       fn(0, 0, 0);
       return;
     }
     int64_t yOff = 0;
-    forEachStrided<2>(batch, {sa, sb}, [&](const std::array<int64_t, 2> &o) {
+    forEachStrided<2>(g.batch, {sa, sb}, [&](const std::array<int64_t, 2> &o) {
       fn(o[0], o[1], yOff);
       yOff += m * n;
     });
@@ -223,7 +202,7 @@ llvm::Error runMatMul(const KernelCall &call) {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
       forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
-        gemm<T>(false, false, rows, n, k, 1, pa + ao, pb + bo, 0,
+        gemm<T>(ta, tb, rows, n, k, static_cast<T>(alpha), pa + ao, pb + bo, 0,
                 y->as<T>() + yo);
       });
     } else if constexpr (isFloatStorage<T>()) {
@@ -235,17 +214,30 @@ llvm::Error runMatMul(const KernelCall &call) {
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
       auto noC = [](int64_t, int64_t) { return 0.0f; };
       forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
-        widenedGemm<T>(false, false, rows, n, k, 1.0f, pa + ao, pb + bo, 0.0f,
-                       noC, false, y->as<T>() + yo, *blocks);
+        widenedGemm<T>(ta, tb, rows, n, k, static_cast<float>(alpha), pa + ao,
+                       pb + bo, 0.0f, noC, false, y->as<T>() + yo, *blocks);
       });
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (alpha != 1)
+        return kernelError("unsupported: " + op + " of integers with alpha " +
+                           std::to_string(alpha));
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
       forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
-        intGemm<T>(false, false, rows, n, k, pa + ao, pb + bo, y->as<T>() + yo);
+        intGemm<T>(ta, tb, rows, n, k, pa + ao, pb + bo, y->as<T>() + yo);
       });
     }
     return llvm::Error::success();
   });
+}
+
+llvm::Error runMatMul(const KernelCall &call) {
+  return runProducts(call, false, false, 1.0);
+}
+
+llvm::Error runFusedMatMul(const KernelCall &call) {
+  return runProducts(call, call.attrs.getInt("transA", 0) != 0,
+                     call.attrs.getInt("transB", 0) != 0,
+                     call.attrs.getFloat("alpha", 1.0));
 }
 
 //===----------------------------------------------------------------------===//

@@ -233,4 +233,71 @@ TEST(GemmKernel, OtherTypesAndErrors) {
             "Gemm: inner dimensions 2 and 3 differ");
 }
 
+/// `v` of shape `s` with its last two axes swapped (the layout a transposed
+/// operand is stored in).
+V swapLastTwo(const V &v, const std::vector<int64_t> &s) {
+  int64_t r = s[s.size() - 2], c = s.back(), mats = numElements(s) / (r * c);
+  V out(v.size());
+  for (int64_t t = 0; t < mats; ++t)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        out[t * r * c + j * r + i] = v[t * r * c + i * c + j];
+  return out;
+}
+
+// FusedMatMul reads a transposed operand from its stored layout and scales
+// by alpha: the same numbers as MatMul on the transposed values, for the
+// folded linear-layer shape, batched heads and a broadcast batch.
+TEST(FusedMatMulKernel, TransposedOperandsAndAlpha) {
+  struct Case {
+    std::vector<int64_t> a, b, y;
+  } cases[] = {{{2, 3, 4}, {4, 5}, {2, 3, 5}},
+               {{2, 3, 4, 6}, {2, 3, 6, 4}, {2, 3, 4, 4}},
+               {{3, 4}, {2, 4, 5}, {2, 3, 5}},
+               {{4, 3}, {3, 2}, {4, 2}}};
+  for (const Case &c : cases)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        V av = ramp(numElements(c.a)), bv = ramp(numElements(c.b), 3);
+        V expect = naiveMatMul(av, c.a, bv, c.b);
+        for (double &e : expect)
+          e *= 0.5;
+        std::vector<int64_t> as = c.a, bs = c.b;
+        std::swap(as[as.size() - 1], as[as.size() - 2]);
+        std::swap(bs[bs.size() - 1], bs[bs.size() - 2]);
+        OwnedTensor a = ta ? OwnedTensor::f32(as, swapLastTwo(av, c.a))
+                           : OwnedTensor::f32(c.a, av);
+        OwnedTensor b = tb ? OwnedTensor::f32(bs, swapLastTwo(bv, c.b))
+                           : OwnedTensor::f32(c.b, bv);
+        OwnedTensor y(DType::F32, c.y);
+        ASSERT_EQ(errorText(runKernel(
+                      runFusedMatMul, "FusedMatMul",
+                      attrs({intAttr("transA", ta), intAttr("transB", tb),
+                             floatAttr("alpha", 0.5)}),
+                      {&a, &b}, {&y})),
+                  "")
+            << formatShape(c.a) << " x " << formatShape(c.b) << " ta " << ta
+            << " tb " << tb;
+        EXPECT_EQ(y.f32s(), expect) << formatShape(c.a) << " x "
+                                    << formatShape(c.b) << " ta " << ta
+                                    << " tb " << tb;
+      }
+}
+
+TEST(FusedMatMulKernel, ShapesThatDoNotMultiplySaySo) {
+  OwnedTensor a = OwnedTensor::f32({3, 4}, ramp(12));
+  OwnedTensor b = OwnedTensor::f32({3, 5}, ramp(15));
+  OwnedTensor y(DType::F32, {4, 5});
+  EXPECT_EQ(errorText(runKernel(runFusedMatMul, "FusedMatMul",
+                                attrs({intAttr("transA", 0)}), {&a, &b}, {&y})),
+            "FusedMatMul: shapes [3,4] and [3,5] do not multiply");
+  EXPECT_EQ(errorText(runKernel(runFusedMatMul, "FusedMatMul",
+                                attrs({intAttr("transA", 1)}), {&a, &b}, {&y})),
+            "");
+  OwnedTensor v = OwnedTensor::f32({4}, ramp(4));
+  EXPECT_EQ(errorText(runKernel(runFusedMatMul, "FusedMatMul",
+                                attrs({intAttr("transA", 1)}), {&v, &b}, {&y})),
+            "FusedMatMul: a transposed operand must have rank >= 2");
+}
+
 } // namespace

@@ -1,0 +1,49 @@
+//===- MatMulGeometry.h - The GEMMs of a numpy matmul ---------------------===//
+//
+// MatMul and zinc.FusedMatMul multiply with numpy's rules: a 1-D left
+// operand is a row [1,K], a 1-D right one a column [K,1] (the added axis is
+// dropped from the result), leading axes broadcast as a batch. FusedMatMul
+// also reads either operand with its last two axes swapped (transA, transB),
+// which is how the fold-transposes pass removes Transpose nodes. The kernel,
+// its workspace sizing and the pass all take the shapes from here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZINC_SUPPORT_MATMULGEOMETRY_H
+#define ZINC_SUPPORT_MATMULGEOMETRY_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+
+namespace zinc {
+
+struct MatMulGeometry {
+  /// Each product is [m, k] x [k, n] (after the transposes).
+  int64_t m = 0, n = 0, k = 0;
+  /// The operands as at least 2-D shapes (numpy's added axes), and their
+  /// broadcast batch.
+  llvm::SmallVector<int64_t, 6> a, b, batch;
+  /// The result's shape (without the added axes).
+  llvm::SmallVector<int64_t, 6> out;
+  /// Every batch element of A against one matrix B, A not transposed: the
+  /// whole batch is one [batch * m, k] x [k, n] GEMM.
+  bool folded = false;
+  int64_t batchElements() const;
+  /// Rows of each GEMM: m, or batch * m when folded.
+  int64_t rows() const { return folded ? m * batchElements() : m; }
+};
+
+/// The geometry of op(A) x op(B); an error says why the shapes do not
+/// multiply.
+llvm::Expected<MatMulGeometry> matMulGeometry(llvm::ArrayRef<int64_t> a,
+                                              llvm::ArrayRef<int64_t> b,
+                                              bool transA = false,
+                                              bool transB = false);
+
+/// numpy broadcasting of two shapes; an error names both.
+llvm::Expected<llvm::SmallVector<int64_t, 6>>
+broadcastBatch(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+} // namespace zinc
+
+#endif
