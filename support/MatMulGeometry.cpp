@@ -3,16 +3,8 @@
 #include "zinc/support/Error.h"
 #include "zinc/support/DType.h"
 #include "llvm/ADT/Twine.h"
-#include <string>
 
 namespace zinc {
-
-static std::string shapeText(llvm::ArrayRef<int64_t> s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 int64_t MatMulGeometry::batchElements() const {
   int64_t e = 1;
@@ -29,7 +21,7 @@ broadcastBatch(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
     int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
     int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
     if (da != db && da != 1 && db != 1)
-      return makeError("shapes " + shapeText(a) + " and " + shapeText(b) +
+      return makeError("shapes " + formatShape(a) + " and " + formatShape(b) +
                        " do not broadcast");
     out[rank - 1 - i] = da == 1 ? db : da;
   }
@@ -58,8 +50,8 @@ llvm::Expected<MatMulGeometry> matMulGeometry(llvm::ArrayRef<int64_t> a,
   int64_t kb = transB ? bc : br;
   g.n = transB ? br : bc;
   if (kb != g.k)
-    return makeError("shapes " + shapeText(a) + (transA ? "^T" : "") + " and " +
-                     shapeText(b) + (transB ? "^T" : "") + " do not multiply");
+    return makeError("shapes " + formatShape(a) + (transA ? "^T" : "") + " and " +
+                     formatShape(b) + (transB ? "^T" : "") + " do not multiply");
   auto batch = broadcastBatch(llvm::makeArrayRef(g.a).drop_back(2),
                               llvm::makeArrayRef(g.b).drop_back(2));
   if (!batch)

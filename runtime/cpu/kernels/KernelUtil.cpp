@@ -1,5 +1,6 @@
 //===- KernelUtil.cpp - Dtype dispatch and broadcasting for cpu kernels ---===//
 #include "KernelUtil.h"
+#include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cstring>
@@ -44,17 +45,10 @@ llvm::SmallVector<int64_t, 6> broadcastStrides(llvm::ArrayRef<int64_t> in,
 
 llvm::Expected<llvm::SmallVector<int64_t, 6>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  llvm::SmallVector<int64_t, 6> out(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t da = d < rank - a.size() ? 1 : a[d - (rank - a.size())];
-    int64_t db = d < rank - b.size() ? 1 : b[d - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return kernelError("shapes " + formatShape(a) + " and " + formatShape(b) +
-                         " do not broadcast");
-    out[d] = da == 1 ? db : da;
-  }
-  return out;
+  auto out = broadcastBatch(a, b);
+  if (!out)
+    return kernelError(llvm::toString(out.takeError()));
+  return std::move(*out);
 }
 
 llvm::Expected<SoftmaxGeometry> softmaxGeometry(llvm::ArrayRef<int64_t> shape,
