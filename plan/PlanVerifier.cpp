@@ -972,21 +972,19 @@ llvm::Error verifyPlan(const Plan &plan) {
   PlanFacts facts(plan);
   if (llvm::Error err = runChecks(wellFormed, plan, facts))
     return err;
-  if (plan.instructions_size() < kParallelInstructions) {
-    if (llvm::Error err = runChecks(memory, plan, facts))
-      return err;
-    return runChecks(ordering, plan, facts);
-  }
-  std::future<llvm::Error> ordered = std::async(
-      std::launch::async, [&] { return runChecks(ordering, plan, facts); });
-  llvm::Error memoryErr = runChecks(memory, plan, facts);
-  llvm::Error orderErr = ordered.get();
+  // Ordering on a second thread for big plans; for small ones it runs
+  // after memory, and not at all when memory already failed.
+  bool parallel = plan.instructions_size() >= kParallelInstructions;
+  std::future<llvm::Error> ordered =
+      std::async(parallel ? std::launch::async : std::launch::deferred,
+                 [&] { return runChecks(ordering, plan, facts); });
   // The first failure in check order, as a sequential run reports it.
-  if (memoryErr) {
-    llvm::consumeError(std::move(orderErr));
+  if (llvm::Error memoryErr = runChecks(memory, plan, facts)) {
+    if (parallel)
+      llvm::consumeError(ordered.get());
     return memoryErr;
   }
-  return orderErr;
+  return ordered.get();
 }
 
 } // namespace zinc::plan

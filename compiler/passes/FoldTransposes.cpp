@@ -93,11 +93,11 @@ llvm::Expected<bool> FoldTransposes::run(ir::Graph &g, PassContext &) {
     if (llvm::Optional<Product> p = productOf(*n)) {
       // Operands that are transposes are read through them.
       Product folded = *p;
-      if (ir::Value *a = untransposed(p->a); a && a->dtype == p->a->dtype) {
+      if (ir::Value *a = untransposed(p->a)) {
         folded.a = a;
         folded.transA = !p->transA;
       }
-      if (ir::Value *b = untransposed(p->b); b && b->dtype == p->b->dtype) {
+      if (ir::Value *b = untransposed(p->b)) {
         folded.b = b;
         folded.transB = !p->transB;
       }

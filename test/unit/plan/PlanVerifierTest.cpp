@@ -596,4 +596,13 @@ TEST(PlanVerifierTest, APipelineOf50kTensorsVerifiesQuickly) {
             "[256, 512) of the gpu tier that node 'MatMul_8998' on "
             "compute read, with no event ordering them (tensor "
             "'w9000.gpu' and tensor 'w8998.gpu')");
+  // A plan this big checks memory and ordering side by side; with both
+  // broken, the memory failure (first in check order) is the one reported.
+  int a9000 = 3 * 9000 + 1 + 2;
+  ASSERT_EQ(b.p.tensors(a9000).name(), "a9000");
+  b.p.mutable_tensors(a9000)->set_offset(256 * 4);
+  EXPECT_EQ(verifyError(b.p),
+            "plan verifier: tensors 'a8999' [1024, 1280) and 'a9000' "
+            "[1024, 1280) of the gpu tier overlap and are both live at node "
+            "'MatMul_9000' (MatMul)");
 }
