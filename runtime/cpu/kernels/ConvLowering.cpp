@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ConvLowering.h"
+#include "TeamGemm.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
-#include <cblas.h>
 #include <climits>
 
 namespace zinc::cpu {
@@ -17,32 +17,45 @@ namespace zinc::cpu {
 /// Below this many element operations, im2col/col2im run on one thread.
 static constexpr int64_t kParallelWork = 1 << 15;
 
-/// GEMM in f32 or f64: C[m,n] = A[m,k] (or A^T) * B[k,n] + beta * C.
-static void gemm(bool transA, int64_t m, int64_t n, int64_t k, const float *a,
-                 int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+/// GEMM in f32 or f64 over the OpenMP team: C[m,n] = A[m,k] (or A^T) *
+/// B[k,n] + beta * C.
+template <typename T>
+static void gemm(bool transA, int64_t m, int64_t n, int64_t k, const T *a,
+                 int64_t lda, const T *b, int64_t ldb, T beta, T *c,
                  int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, CblasNoTrans,
-              m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
-static void gemm(bool transA, int64_t m, int64_t n, int64_t k, const double *a,
-                 int64_t lda, const double *b, int64_t ldb, double beta,
-                 double *c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, CblasNoTrans,
-              m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+  GemmArgs<T> g;
+  g.transA = transA;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.beta = beta;
+  g.c = c;
+  g.ldc = ldc;
+  teamGemm(g);
 }
 
 /// GEMM with B transposed: C[m,n] = A[m,k] * B[n,k]^T + C.
-static void gemmAccumulateTransB(int64_t m, int64_t n, int64_t k,
-                                 const float *a, int64_t lda, const float *b,
-                                 int64_t ldb, float *c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, lda, b,
-              ldb, 1.0f, c, ldc);
-}
-static void gemmAccumulateTransB(int64_t m, int64_t n, int64_t k,
-                                 const double *a, int64_t lda, const double *b,
-                                 int64_t ldb, double *c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, a, lda, b,
-              ldb, 1.0, c, ldc);
+template <typename T>
+static void gemmAccumulateTransB(int64_t m, int64_t n, int64_t k, const T *a,
+                                 int64_t lda, const T *b, int64_t ldb, T *c,
+                                 int64_t ldc) {
+  GemmArgs<T> g;
+  g.transB = true;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.beta = 1;
+  g.c = c;
+  g.ldc = ldc;
+  teamGemm(g);
 }
 
 /// Splits flat kernel tap `k` into one index per axis.

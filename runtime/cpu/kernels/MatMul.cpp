@@ -12,36 +12,24 @@
 #include "Convert.h"
 #include "KernelUtil.h"
 #include "Kernels.h"
+#include "TeamGemm.h"
 #include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/Twine.h"
-#include <cblas.h>
 #include <climits>
+#include <omp.h>
 
 namespace zinc::cpu {
 
 /// Below this many multiply-adds thread start-up costs more than it saves.
 static constexpr int64_t kParallelMin = int64_t(1) << 16;
 
-static void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                     float alpha, const float *a, const float *b, float beta,
-                     float *y) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, ta ? m : k, b,
-              tb ? k : n, beta, y, n);
-}
-static void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                     double alpha, const double *a, const double *b,
-                     double beta, double *y) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, ta ? m : k, b,
-              tb ? k : n, beta, y, n);
-}
-
-/// y = alpha * op(a) op(b) + beta * y for float or double, through BLAS.
+/// y = alpha * op(a) op(b) + beta * y for float or double, through BLAS on
+/// the OpenMP team (TeamGemm.h), or on this thread when `onThisThread`.
 /// BLAS needs nonzero leading dimensions, so an empty K is done here.
 template <typename C>
 static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
-                 const C *a, const C *b, C beta, C *y) {
+                 const C *a, const C *b, C beta, C *y,
+                 bool onThisThread = false) {
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -49,7 +37,24 @@ static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
       y[i] = beta == C(0) ? C(0) : beta * y[i];
     return;
   }
-  blasGemm(ta, tb, m, n, k, alpha, a, b, beta, y);
+  GemmArgs<C> g;
+  g.transA = ta;
+  g.transB = tb;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = alpha;
+  g.a = a;
+  g.lda = ta ? m : k;
+  g.b = b;
+  g.ldb = tb ? k : n;
+  g.beta = beta;
+  g.c = y;
+  g.ldc = n;
+  if (onThisThread)
+    gemmOnThisThread(g);
+  else
+    teamGemm(g);
 }
 
 /// Integer product, y = op(a) op(b) with wrapping arithmetic, over threads
@@ -129,8 +134,7 @@ static void widenedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
           for (int64_t j = 0; j < nb; ++j)
             w.b[p * nb + j] =
                 load(tb ? b[(j0 + j) * k + p0 + p] : b[(p0 + p) * n + j0 + j]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, nb, kb,
-                    alpha, w.a, kb, w.b, nb, 1.0f, w.y, nb);
+        gemm<float>(false, false, mb, nb, kb, alpha, w.a, w.b, 1.0f, w.y);
       }
       for (int64_t i = 0; i < mb; ++i)
         for (int64_t j = 0; j < nb; ++j)
@@ -184,27 +188,51 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
     s *= m * k;
   for (int64_t &s : sb)
     s *= k * n;
+  // The batch's products, numbered as Y stores them: product p reads A
+  // and B at the offsets its batch index gives.
+  int64_t products = g.folded ? 1 : g.batchElements();
+  auto offsets = [&](int64_t p, int64_t &ao, int64_t &bo) {
+    ao = bo = 0;
+    if (g.folded)
+      return;
+    for (size_t d = g.batch.size(); d-- > 0;) {
+      int64_t i = p % g.batch[d];
+      p /= g.batch[d];
+      ao += i * sa[d];
+      bo += i * sb[d];
+    }
+  };
   // Calls fn(aOffset, bOffset, yOffset) for every product.
   auto forEachProduct = [&](auto &&fn) {
-    if (g.folded) {
-      fn(0, 0, 0);
-      return;
+    for (int64_t p = 0; p < products; ++p) {
+      int64_t ao, bo;
+      offsets(p, ao, bo);
+      fn(ao, bo, p * m * n);
     }
-    int64_t yOff = 0;
-    forEachStrided<2>(g.batch, {sa, sb}, [&](const std::array<int64_t, 2> &o) {
-      fn(o[0], o[1], yOff);
-      yOff += m * n;
-    });
   };
 
   return visitDType(a->dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
-      forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
-        gemm<T>(ta, tb, rows, n, k, static_cast<T>(alpha), pa + ao, pb + bo, 0,
-                y->as<T>() + yo);
-      });
+      T *py = y->as<T>();
+      // A batch of at least one product per thread runs whole products on
+      // each thread (attention's heads); fewer products split each one.
+      bool perProduct = products >= omp_get_max_threads() &&
+                        useThreads(products * rows * n * k >= kParallelMin);
+      if (perProduct) {
+        parallelFor(products, true, [&](int64_t p) {
+          int64_t ao, bo;
+          offsets(p, ao, bo);
+          gemm<T>(ta, tb, rows, n, k, static_cast<T>(alpha), pa + ao, pb + bo,
+                  0, py + p * rows * n, /*onThisThread=*/true);
+        });
+      } else {
+        forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
+          gemm<T>(ta, tb, rows, n, k, static_cast<T>(alpha), pa + ao, pb + bo,
+                  0, py + yo);
+        });
+      }
     } else if constexpr (isFloatStorage<T>()) {
       if (rows == 0 || n == 0)
         return llvm::Error::success();
