@@ -10,6 +10,7 @@
 #include "Convert.h"
 #include "KernelUtil.h"
 #include "Kernels.h"
+#include "zinc/runtime/cpu/RowMath.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cmath>
@@ -234,14 +235,26 @@ static void map1(const TensorRef &x, TensorRef &y, const Fn &fn) {
 /// Runs a unary op whose functor maps a compute value (float for the 16-bit
 /// floats) to a compute value. Integer types are accepted only when
 /// `allowInt`; bool never.
+/// f32 tensors go to `rows` (RowMath's loop for the op, when it has one)
+/// a range of elements per thread.
+using F32Rows = void (*)(const float *x, float *y, int64_t n);
+
 template <bool allowInt, typename Fn>
-static llvm::Error runUnary(const KernelCall &call, const Fn &fn) {
+static llvm::Error runUnary(const KernelCall &call, const Fn &fn,
+                            F32Rows rows = nullptr) {
   if (auto err = checkOperands(call, 1))
     return err;
   const TensorRef &x = *call.input(0);
   TensorRef &y = *call.output(0);
   if (auto err = checkSameType(call, x, y))
     return err;
+  if (rows && x.dtype == DType::F32 && x.shape == y.shape) {
+    const float *px = x.as<const float>();
+    float *py = y.as<float>();
+    parallelRanges(x.numElements(), x.byteSize() * 2,
+                   [&](int64_t b, int64_t e) { rows(px + b, py + b, e - b); });
+    return llvm::Error::success();
+  }
   return visitDType(x.dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool> ||
@@ -268,16 +281,19 @@ llvm::Error runReciprocal(const KernelCall &call) {
   return runUnary<false>(call, [](auto v) { return decltype(v)(1) / v; });
 }
 llvm::Error runExp(const KernelCall &call) {
-  return runUnary<false>(call, [](auto v) { return std::exp(v); });
+  return runUnary<false>(call, [](auto v) { return std::exp(v); },
+                         rowMath().exp);
 }
 llvm::Error runLog(const KernelCall &call) {
   return runUnary<false>(call, [](auto v) { return std::log(v); });
 }
 llvm::Error runErf(const KernelCall &call) {
-  return runUnary<false>(call, [](auto v) { return std::erf(v); });
+  return runUnary<false>(call, [](auto v) { return std::erf(v); },
+                         rowMath().erf);
 }
 llvm::Error runTanh(const KernelCall &call) {
-  return runUnary<false>(call, [](auto v) { return std::tanh(v); });
+  return runUnary<false>(call, [](auto v) { return std::tanh(v); },
+                         rowMath().tanh);
 }
 
 llvm::Error runNeg(const KernelCall &call) {
@@ -389,17 +405,31 @@ llvm::Error runSigmoid(const KernelCall &call) {
 
 llvm::Error runGelu(const KernelCall &call) {
   llvm::StringRef approx = call.attrs.getString("approximate", "none");
+  // RowMath's loops take the form as an argument; these adapt them.
+  static const auto erfRows = [](const float *x, float *y, int64_t n) {
+    rowMath().gelu(x, y, n, GeluForm::Erf);
+  };
+  static const auto tanhRows = [](const float *x, float *y, int64_t n) {
+    rowMath().gelu(x, y, n, GeluForm::Tanh);
+  };
   if (approx == "none")
-    return runUnary<false>(call, [](auto v) {
-      using C = decltype(v);
-      return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2)));
-    });
+    return runUnary<false>(
+        call,
+        [](auto v) {
+          using C = decltype(v);
+          return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2)));
+        },
+        +erfRows);
   if (approx == "tanh")
-    return runUnary<false>(call, [](auto v) {
-      using C = decltype(v);
-      const C k = C(0.7978845608028654); // sqrt(2 / pi)
-      return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
-    });
+    return runUnary<false>(
+        call,
+        [](auto v) {
+          using C = decltype(v);
+          const C k = C(0.7978845608028654); // sqrt(2 / pi)
+          return C(0.5) * v *
+                 (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
+        },
+        +tanhRows);
   return kernelError("unsupported: Gelu with approximate=\"" + approx + "\"");
 }
 

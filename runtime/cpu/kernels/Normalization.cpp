@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
 #include "Kernels.h"
+#include "zinc/runtime/cpu/RowMath.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cmath>
@@ -112,6 +113,28 @@ static llvm::Error runSoftmaxFamily(const KernelCall &call) {
   if (outer * d * inner == 0)
     return llvm::Error::success();
   bool parallel = outer * d * inner >= kParallelMin;
+
+  if (inner == 1 && x.dtype == DType::F32 && d >= kRowMathMinRow) {
+    // Rows of f32, the last axis: RowMath's vector loops. A row of -inf
+    // gives NaN (exp of -inf minus -inf), as PyTorch's softmax does.
+    const RowMath &rm = rowMath();
+    const float *px = x.as<const float>();
+    float *py = y.as<float>();
+    parallelFor(outer, parallel, [&](int64_t o) {
+      const float *row = px + o * d;
+      float *out = py + o * d;
+      float m = rm.max(row, d);
+      float sum = rm.sumExp(row, d, m);
+      if constexpr (isLog) {
+        float logSum = std::log(sum);
+        for (int64_t j = 0; j < d; ++j)
+          out[j] = (row[j] - m) - logSum;
+      } else {
+        rm.expScale(row, out, d, m, 1.0f / sum);
+      }
+    });
+    return llvm::Error::success();
+  }
 
   visitDType(x.dtype, [&](auto tag) {
     using T = decltype(tag);

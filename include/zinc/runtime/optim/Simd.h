@@ -23,6 +23,7 @@
 #include "zinc/support/Float16.h"
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -56,6 +57,26 @@ struct Scalar {
   static F sqrt(F a) { return std::sqrt(a); }
   /// a * b + c with one rounding.
   static F fma(F a, F b, F c) { return std::fma(a, b, c); }
+  /// max and min as the x86 instructions: the second operand when either
+  /// is NaN (so max(c, x) passes a NaN x through).
+  static F max(F a, F b) { return a > b ? a : b; }
+  static F min(F a, F b) { return a < b ? a : b; }
+  static F abs(F a) { return std::fabs(a); }
+  /// Rounded to the nearest integer, ties to even.
+  static F roundInt(F a) { return std::nearbyint(a); }
+  /// 2^n for an integer-valued n in [-126, 127].
+  static F pow2i(F n) {
+    uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+    float r;
+    std::memcpy(&r, &bits, sizeof r);
+    return r;
+  }
+  /// a < b ? x : y, lane by lane (false for NaN).
+  static F ltSelect(F a, F b, F x, F y) { return a < b ? x : y; }
+  /// |mag| with the sign of `sign`.
+  static F copySign(F mag, F sign) { return std::copysign(mag, sign); }
+  static float reduceAdd(F a) { return a; }
+  static float reduceMax(F a) { return a; }
   static F loadHalf(const uint16_t *p) { return halfToFloat(*p); }
   static void storeHalf(uint16_t *p, F x) { *p = floatToHalf(x); }
   static F loadBf16(const uint16_t *p) { return bf16ToFloat(*p); }
@@ -86,6 +107,31 @@ struct Avx512 {
   ZINC_SIMD_AVX512_FN F div(F a, F b) { return _mm512_div_ps(a, b); }
   ZINC_SIMD_AVX512_FN F sqrt(F a) { return _mm512_sqrt_ps(a); }
   ZINC_SIMD_AVX512_FN F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  ZINC_SIMD_AVX512_FN F max(F a, F b) { return _mm512_max_ps(a, b); }
+  ZINC_SIMD_AVX512_FN F min(F a, F b) { return _mm512_min_ps(a, b); }
+  ZINC_SIMD_AVX512_FN F abs(F a) {
+    return _mm512_castsi512_ps(_mm512_and_si512(
+        _mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
+  }
+  ZINC_SIMD_AVX512_FN F roundInt(F a) {
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  ZINC_SIMD_AVX512_FN F pow2i(F n) {
+    __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+  }
+  ZINC_SIMD_AVX512_FN F ltSelect(F a, F b, F x, F y) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x);
+  }
+  ZINC_SIMD_AVX512_FN F copySign(F mag, F sign) {
+    __m512i m = _mm512_and_si512(_mm512_castps_si512(mag),
+                                 _mm512_set1_epi32(0x7fffffff));
+    __m512i sg = _mm512_and_si512(_mm512_castps_si512(sign),
+                                  _mm512_set1_epi32(int(0x80000000u)));
+    return _mm512_castsi512_ps(_mm512_or_si512(m, sg));
+  }
+  ZINC_SIMD_AVX512_FN float reduceAdd(F a) { return _mm512_reduce_add_ps(a); }
+  ZINC_SIMD_AVX512_FN float reduceMax(F a) { return _mm512_reduce_max_ps(a); }
   ZINC_SIMD_AVX512_FN F loadHalf(const uint16_t *p) {
     return _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
@@ -137,6 +183,38 @@ struct Avx2 {
   ZINC_SIMD_AVX2_FN F div(F a, F b) { return _mm256_div_ps(a, b); }
   ZINC_SIMD_AVX2_FN F sqrt(F a) { return _mm256_sqrt_ps(a); }
   ZINC_SIMD_AVX2_FN F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  ZINC_SIMD_AVX2_FN F max(F a, F b) { return _mm256_max_ps(a, b); }
+  ZINC_SIMD_AVX2_FN F min(F a, F b) { return _mm256_min_ps(a, b); }
+  ZINC_SIMD_AVX2_FN F abs(F a) {
+    return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+  }
+  ZINC_SIMD_AVX2_FN F roundInt(F a) {
+    return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  ZINC_SIMD_AVX2_FN F pow2i(F n) {
+    __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+  }
+  ZINC_SIMD_AVX2_FN F ltSelect(F a, F b, F x, F y) {
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
+  }
+  ZINC_SIMD_AVX2_FN F copySign(F mag, F sign) {
+    __m256 signBit = _mm256_castsi256_ps(_mm256_set1_epi32(int(0x80000000u)));
+    return _mm256_or_ps(_mm256_andnot_ps(signBit, mag),
+                        _mm256_and_ps(signBit, sign));
+  }
+  ZINC_SIMD_AVX2_FN float reduceAdd(F a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  ZINC_SIMD_AVX2_FN float reduceMax(F a) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
   ZINC_SIMD_AVX2_FN F loadHalf(const uint16_t *p) {
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));

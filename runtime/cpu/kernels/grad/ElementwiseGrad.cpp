@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "../KernelUtil.h"
 #include "../Kernels.h"
+#include "zinc/runtime/cpu/RowMath.h"
 #include "llvm/ADT/Twine.h"
 #include <cmath>
 
@@ -37,12 +38,26 @@ static llvm::Error checkGradOperands(const KernelCall &call) {
 }
 
 /// dx[i] = fn(v[i], dy[i]) with fn on compute values.
+/// RowMath's loop for an f32 gradient: dx from x (or y) and dy.
+using F32GradRows = void (*)(const float *v, const float *dy, float *dx,
+                             int64_t n);
+
 template <typename Fn>
-static llvm::Error runGradMap(const KernelCall &call, const Fn &fn) {
+static llvm::Error runGradMap(const KernelCall &call, const Fn &fn,
+                              F32GradRows rows = nullptr) {
   if (auto err = checkGradOperands(call))
     return err;
   const TensorRef &v = *call.input(0), &dy = *call.input(1);
   TensorRef &dx = *call.output(0);
+  if (rows && v.dtype == DType::F32) {
+    const float *pv = v.as<const float>(), *pg = dy.as<const float>();
+    float *po = dx.as<float>();
+    parallelRanges(v.numElements(), v.byteSize() * 3,
+                   [&](int64_t b, int64_t e) {
+                     rows(pv + b, pg + b, po + b, e - b);
+                   });
+    return llvm::Error::success();
+  }
   visitDType(v.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (isFloatStorage<T>()) {
@@ -108,6 +123,14 @@ llvm::Error runClipGrad(const KernelCall &call) {
 
 llvm::Error runGeluGrad(const KernelCall &call) {
   llvm::StringRef approx = call.attrs.getString("approximate", "none");
+  static const auto erfRows = [](const float *x, const float *dy, float *dx,
+                                 int64_t n) {
+    rowMath().geluGrad(x, dy, dx, n, GeluForm::Erf);
+  };
+  static const auto tanhRows = [](const float *x, const float *dy, float *dx,
+                                  int64_t n) {
+    rowMath().geluGrad(x, dy, dx, n, GeluForm::Tanh);
+  };
   if (approx == "none")
     // d/dx x Phi(x) = Phi(x) + x phi(x).
     return runGradMap(call, [](auto x, auto g) {
@@ -116,7 +139,7 @@ llvm::Error runGeluGrad(const KernelCall &call) {
       C cdf = C(0.5) * (C(1) + std::erf(x * C(M_SQRT1_2)));
       C pdf = invSqrt2Pi * std::exp(C(-0.5) * x * x);
       return g * (cdf + x * pdf);
-    });
+    }, +erfRows);
   if (approx == "tanh")
     // y = x/2 (1 + tanh(u)), u = k (x + c x^3):
     // dy/dx = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2).
@@ -127,7 +150,7 @@ llvm::Error runGeluGrad(const KernelCall &call) {
       C d = C(0.5) * (C(1) + t) +
             C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * c * x * x);
       return g * d;
-    });
+    }, +tanhRows);
   return kernelError("unsupported: GeluGrad with approximate=\"" + approx +
                      "\"");
 }
@@ -153,7 +176,7 @@ llvm::Error runErfGrad(const KernelCall &call) {
   return runGradMap(call, [](auto x, auto g) {
     using C = decltype(x);
     return g * C(M_2_SQRTPI) * std::exp(-x * x);
-  });
+  }, rowMath().erfGrad);
 }
 
 } // namespace zinc::cpu

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "../KernelUtil.h"
 #include "../Kernels.h"
+#include "zinc/runtime/cpu/RowMath.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cmath>
@@ -168,6 +169,23 @@ static void sceGradSample(const LossGradProblem &p, const T *in, bool isLogProb,
   T *out = p.dx->as<T>() + n * numC * numD;
   const double *coef = p.coef + n * numD;
 
+  if constexpr (std::is_same_v<T, float>) {
+    if (numD == 1 && !gIn && numC >= kRowMathMinRow) {
+      // [N, C] in f32 without a log_prob gradient: dx = coef (onehot -
+      // softmax), RowMath's vector loops.
+      const RowMath &rm = rowMath();
+      float l = 0;
+      if (!isLogProb) {
+        float m = rm.max(x, numC);
+        l = m + std::log(rm.sumExp(x, numC, m));
+      }
+      rm.expScale(x, out, numC, l, static_cast<float>(-coef[0]));
+      int64_t t = loadIndex(*p.target, n);
+      if (!(p.hasIgnoreIndex && t == p.ignoreIndex))
+        out[t] += static_cast<float>(coef[0]);
+      return;
+    }
+  }
   // log_prob = x - lse, with lse = 0 when x already is log_prob.
   std::fill(lse, lse + numD, 0.0);
   if (!isLogProb) {
