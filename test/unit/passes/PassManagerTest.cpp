@@ -78,7 +78,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
-            "unknown pass 'tile-everything'; valid passes: build-training, "
+            "unknown pass 'tile-everything'; valid passes: fuse-gelu, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, dce, schedule, "
             "place, insert-transfers, spill, allocate");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
@@ -207,7 +207,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
-            "unknown pass 'nope' to print after; valid passes: build-training, "
+            "unknown pass 'nope' to print after; valid passes: fuse-gelu, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, dce, schedule, "
             "place, insert-transfers, spill, allocate");
 }
