@@ -23,7 +23,8 @@ machine load hits both alike.
 
 Run: /usr/bin/python3 bench/train_nanogpt.py --build-dir build
        [--models gpt-25m,gpt-85m] [--threads 1,2] [--reps 5 --warmup 1 --steps 3]
-       [--offload]   (also the 25M model with the optimizer on NVMe, parameters on CPU)
+       [--offload]   (also the 25M model with the optimizer on NVMe and the
+                      parameters on CPU, against its resident plan)
 Writes bench/results/train_nanogpt.json unless --out.
 """
 
@@ -140,7 +141,8 @@ def median_of(reps):
     return statistics.median(r["steps_per_second"] for r in reps)
 
 
-def bench_model(args, model, work, offload=False):
+def bench_model(args, model, work):
+    offload = False
     onnx_path, data, params = prepare(model, work, args.warmup + args.steps)
     plan = compile_plan(args.build_dir, model, onnx_path, work, offload)
     rows = []
@@ -174,6 +176,37 @@ def bench_model(args, model, work, offload=False):
               "(%5.2f s/step, OpenBLAS %d)  zinc/PyTorch %.2fx  step-0 loss diff %.1e" % (
                   model, "offload" if offload else "resident", threads, z, 1 / z, t, 1 / t,
                   best_blas, z / t, loss_diff), flush=True)
+    return rows
+
+
+def bench_offload(args, work):
+    """gpt-25m offloaded (optimizer on NVMe, parameters on CPU) against the
+    resident plan, zinc against itself: repetitions alternate between them."""
+    model = "gpt-25m"
+    onnx_path, data, params = prepare(model, work, args.warmup + args.steps)
+    resident = compile_plan(args.build_dir, model, onnx_path, work, False)
+    offload = compile_plan(args.build_dir, model, onnx_path, work, True)
+    rows = []
+    for threads in args.threads:
+        res, off = [], []
+        for _ in range(args.reps):
+            res.append(zinc_rep(args.build_dir, resident, data, threads, args.warmup,
+                                args.steps, work, False))
+            off.append(zinc_rep(args.build_dir, offload, data, threads, args.warmup,
+                                args.steps, work, True))
+        r, o = median_of(res), median_of(off)
+        rows.append({
+            "model": model, "params": params, "offload": True, "threads": threads,
+            "zinc_resident": {"median_steps_per_second": r, "reps": res},
+            "zinc_offload": {"median_steps_per_second": o, "reps": off,
+                             "flags": "--offload-optimizer=nvme --offload-params=cpu"},
+            "ratio_offload_over_resident": o / r,
+            "losses_identical": res[0]["losses"] == off[0]["losses"],
+        })
+        print("%-8s offload  %d thr  offload %6.3f steps/s (%5.2f s/step)  resident %6.3f "
+              "(%5.2f s/step)  offload/resident %.2fx  losses identical: %s" % (
+                  model, threads, o, 1 / o, r, 1 / r, o / r,
+                  res[0]["losses"] == off[0]["losses"]), flush=True)
     return rows
 
 
@@ -213,7 +246,7 @@ def main():
         for m in models:
             rows += bench_model(args, m, work)
         if args.offload:
-            rows += bench_model(args, "gpt-25m", work, offload=True)
+            rows += bench_offload(args, work)
     result = {
         "benchmark": "train_nanogpt",
         "config": {"backend": "cpu", "precision": "fp32", "optimizer": "adamw", "lr": LR,
