@@ -51,13 +51,12 @@ static uint64_t widenedBlocksBytes(int64_t m, int64_t n, int64_t k) {
   return piece(bm * bk, 4) + piece(bk * bn, 4) + piece(bm * bn, 4);
 }
 
-/// MatMul, and zinc.FusedMatMul with its transposes.
+/// MatMul, and zinc.FusedMatMul with its transposes and flattenings.
 static uint64_t matMulBytes(Operands ins, const AttributeList &attrs) {
   const KernelOperand *a = operand(ins, 0), *b = operand(ins, 1);
   if (!a || !b || !isFloat16(a->dtype))
     return 0;
-  auto g = matMulGeometry(a->shape, b->shape, attrs.getInt("transA", 0) != 0,
-                          attrs.getInt("transB", 0) != 0);
+  auto g = fusedMatMulGeometry(a->shape, b->shape, attrs);
   if (!g) {
     // The kernel refuses such shapes itself.
     llvm::consumeError(g.takeError());

@@ -28,6 +28,27 @@ broadcastBatch(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
   return out;
 }
 
+llvm::SmallVector<int64_t, 6> flattenedToMatrix(llvm::ArrayRef<int64_t> shape) {
+  if (shape.size() < 2)
+    return llvm::SmallVector<int64_t, 6>(shape.begin(), shape.end());
+  int64_t rows = 1;
+  for (int64_t d : shape.drop_back())
+    rows *= d;
+  return {rows, shape.back()};
+}
+
+llvm::Expected<MatMulGeometry> fusedMatMulGeometry(llvm::ArrayRef<int64_t> a,
+                                                   llvm::ArrayRef<int64_t> b,
+                                                   const AttributeList &attrs) {
+  llvm::SmallVector<int64_t, 6> fa(a.begin(), a.end()), fb(b.begin(), b.end());
+  if (attrs.getInt("flattenA", 0) != 0)
+    fa = flattenedToMatrix(a);
+  if (attrs.getInt("flattenB", 0) != 0)
+    fb = flattenedToMatrix(b);
+  return matMulGeometry(fa, fb, attrs.getInt("transA", 0) != 0,
+                        attrs.getInt("transB", 0) != 0);
+}
+
 llvm::Expected<MatMulGeometry> matMulGeometry(llvm::ArrayRef<int64_t> a,
                                               llvm::ArrayRef<int64_t> b,
                                               bool transA, bool transB) {

@@ -13,6 +13,8 @@
 #include "zinc/support/Error.h"
 #include "zinc/support/Size.h"
 
+#include <algorithm>
+
 namespace zinc::passes {
 namespace {
 
@@ -23,15 +25,18 @@ public:
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
+/// `fits`, when nonzero, is a capacity place checked the plan fits (the
+/// plan's own peak at this capacity may not: a larger capacity spills less).
 llvm::Error checkTier(const TierLayout &layout, ir::Tier tier, uint64_t capacity,
-                      llvm::StringRef flag) {
+                      llvm::StringRef flag, uint64_t fits = 0) {
   uint64_t peak = layout.peak[static_cast<unsigned>(tier)];
   if (!capacity || peak <= capacity)
     return llvm::Error::success();
+  uint64_t suggest = std::max(peak, fits);
   return makeError("the plan needs " + llvm::Twine(peak) + " bytes (" + formatSize(peak) +
                    ") of " + ir::tierName(tier) + " memory but the tier holds " +
                    llvm::Twine(capacity) + " (" + formatSize(capacity) + "); use --" + flag +
-                   "=" + llvm::Twine(peak) + " or more");
+                   "=" + llvm::Twine(suggest) + " or more");
 }
 
 llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
@@ -41,7 +46,8 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
   if (mem.placedThrough != MemoryOptions::Placed::Allocation || !ctx.layout)
     ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
   const TierLayout &layout = *ctx.layout;
-  if (auto err = checkTier(layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem"))
+  if (auto err = checkTier(layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem",
+                           mem.gpuCapacityThatFits))
     return err;
   if (auto err = checkTier(layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))
     return err;

@@ -87,6 +87,41 @@ static void sinkPrefetches(ir::Graph &g) {
   }
 }
 
+/// When nothing fits, allocate names the GPU peak the plan reached at the
+/// capacity given. Spill relieves only what overflows that capacity, so at
+/// a larger one it spills less and the packing can need a little more than
+/// the peak named. So the capacity to name is checked: `compile` (the
+/// placement and the passes after it, on a copy of `g`) runs again at the
+/// peak reached, then at the next peak, until one fits. 0 when none does
+/// within a few tries.
+static uint64_t findCapacityThatFits(
+    const ir::Graph &g, PassContext &ctx,
+    llvm::function_ref<llvm::Error(ir::Graph &)> compile) {
+  MemoryOptions &mem = ctx.memory;
+  const uint64_t asked = mem.gpuCapacity;
+  uint64_t fits = 0;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::unique_ptr<ir::Graph> trial = g.clone();
+    llvm::Error err = compile(*trial);
+    if (!err) {
+      fits = mem.gpuCapacity;
+      break;
+    }
+    llvm::consumeError(std::move(err));
+    if (!ctx.layout)
+      break; // It failed before allocate: no capacity to try.
+    uint64_t peak = ctx.layout->peak[static_cast<unsigned>(ir::Tier::Gpu)];
+    if (peak <= mem.gpuCapacity)
+      break; // Another tier overflowed.
+    mem.gpuCapacity = peak;
+    ctx.layout.reset();
+  }
+  mem.gpuCapacity = asked;
+  ctx.layout.reset();
+  mem.placedThrough = Placed::Homes;
+  return fits == asked ? 0 : fits;
+}
+
 /// One placement, two prefetch distances (the requested one, then 0): both
 /// share the homes and the copies, so they are made once on `g`. When the
 /// GPU fits without spilling, nothing needs trying on a copy of the graph.
@@ -124,6 +159,8 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
   }
   sinkPrefetches(g);
   mem.prefetchDistance = 0;
+  // Kept unspilled, for the capacity search should this not fit.
+  std::unique_ptr<ir::Graph> unspilled = g.clone();
   if (auto err = runPasses(g, ctx, {"spill"}))
     return err;
   mem.placedThrough = Placed::Spills;
@@ -132,6 +169,11 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
   if (err) {
     llvm::consumeError(std::move(err));
     ctx.layout.reset();
+    mem.gpuCapacityThatFits =
+        findCapacityThatFits(*unspilled, ctx, [&](ir::Graph &trial) {
+          return runPasses(trial, ctx, {"spill", "allocate"});
+        });
+    mem.placedThrough = Placed::Spills;
     return true;
   }
   mem.placedThrough = Placed::Allocation;
@@ -197,6 +239,11 @@ llvm::Expected<bool> choosePlacement(ir::Graph &g, PassContext &ctx) {
   // Nothing fits: the most offloaded candidate needs the least GPU memory,
   // so allocate's diagnostic on it names the smallest capacity that fits.
   choose(attempts.back().first, attempts.back().second);
+  mem.gpuCapacityThatFits = findCapacityThatFits(g, ctx, [&](ir::Graph &trial) -> llvm::Error {
+    if (auto placed = applyPlacement(trial, mem); !placed)
+      return placed.takeError();
+    return runPasses(trial, ctx, {"insert-transfers", "spill", "allocate"});
+  });
   return applyPlacement(g, mem);
 }
 

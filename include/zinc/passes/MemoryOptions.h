@@ -32,6 +32,9 @@ struct MemoryOptions {
   /// layout is in PassContext::layout).
   enum class Placed { Homes, Transfers, Spills, Allocation };
   Placed placedThrough = Placed::Homes;
+  /// Set by place when no placement fits the GPU: a capacity it checked
+  /// does fit, for allocate's diagnostic to name (0: none was found).
+  uint64_t gpuCapacityThatFits = 0;
 };
 
 } // namespace zinc

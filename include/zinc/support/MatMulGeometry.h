@@ -4,13 +4,18 @@
 // operand is a row [1,K], a 1-D right one a column [K,1] (the added axis is
 // dropped from the result), leading axes broadcast as a batch. FusedMatMul
 // also reads either operand with its last two axes swapped (transA, transB),
-// which is how the fold-transposes pass removes Transpose nodes. The kernel,
-// its workspace sizing and the pass all take the shapes from here.
+// which is how the fold-transposes pass removes Transpose nodes, and either
+// operand flattened to a matrix, its leading axes merged into rows
+// (flattenA, flattenB: the bytes of a [B,T,C] tensor are those of a
+// [B*T,C] matrix), which is how it removes the Reshapes autodiff puts
+// around a weight gradient. The kernel, its workspace sizing and the pass
+// all take the shapes from here.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_SUPPORT_MATMULGEOMETRY_H
 #define ZINC_SUPPORT_MATMULGEOMETRY_H
 
+#include "zinc/support/Attribute.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
@@ -39,6 +44,16 @@ llvm::Expected<MatMulGeometry> matMulGeometry(llvm::ArrayRef<int64_t> a,
                                               llvm::ArrayRef<int64_t> b,
                                               bool transA = false,
                                               bool transB = false);
+
+/// `shape` read as a matrix: [product of the leading axes, last axis]. A
+/// shape of rank below 2 is returned as it is.
+llvm::SmallVector<int64_t, 6> flattenedToMatrix(llvm::ArrayRef<int64_t> shape);
+
+/// The geometry of a MatMul or zinc.FusedMatMul node with operand shapes a
+/// and b and the node's attributes (transA, transB, flattenA, flattenB).
+llvm::Expected<MatMulGeometry> fusedMatMulGeometry(llvm::ArrayRef<int64_t> a,
+                                                   llvm::ArrayRef<int64_t> b,
+                                                   const AttributeList &attrs);
 
 /// numpy broadcasting of two shapes; an error names both.
 llvm::Expected<llvm::SmallVector<int64_t, 6>>

@@ -6,7 +6,9 @@
 // that wraps like numpy. MatMul folds a batch that shares one right-hand
 // matrix into a single tall GEMM, the shape of every linear layer.
 // zinc.FusedMatMul is MatMul reading either operand transposed (its last two
-// axes swapped) and scaling by alpha: BLAS's own transA/transB.
+// axes swapped) and scaling by alpha: BLAS's own transA/transB; or reading
+// an operand flattened to a matrix (flattenA/flattenB), which are the same
+// bytes.
 //
 //===----------------------------------------------------------------------===//
 #include "Convert.h"
@@ -170,7 +172,9 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
     return kernelError("unsupported: " + op + " with element types " +
                        dtypeName(a->dtype) + ", " + dtypeName(b->dtype) +
                        " -> " + dtypeName(y->dtype));
-  auto geometry = matMulGeometry(a->shape, b->shape, ta, tb);
+  // MatMul has none of FusedMatMul's attributes, so this is numpy's matmul
+  // for it.
+  auto geometry = fusedMatMulGeometry(a->shape, b->shape, call.attrs);
   if (!geometry)
     return kernelError(op + ": " + llvm::toString(geometry.takeError()));
   const MatMulGeometry &g = *geometry;
