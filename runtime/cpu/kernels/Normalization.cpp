@@ -315,3 +315,83 @@ llvm::Error runLayerNormalization(const KernelCall &call) {
 }
 
 } // namespace zinc::cpu
+
+namespace zinc::cpu {
+
+//===----------------------------------------------------------------------===//
+// zinc.MaskedSoftmax
+//===----------------------------------------------------------------------===//
+
+/// softmax(where(mask, -inf, x)) over the last axis (the fuse-masked-softmax
+/// pass's op): inputs (x, mask), mask bool, broadcast to x through leading
+/// axes only, so row r of x reads mask row r % (mask rows). The row is
+/// written masked into y first and normalised there in place, in f32 by
+/// RowMath.
+llvm::Error runMaskedSoftmax(const KernelCall &call) {
+  const TensorRef *x = call.input(0), *mask = call.input(1);
+  TensorRef *y = call.output(0);
+  if (!x || !mask || !y)
+    return kernelError("MaskedSoftmax: expects inputs (x, mask) and an output");
+  if (mask->dtype != DType::Bool || !isFloatDType(x->dtype) ||
+      y->dtype != x->dtype || y->shape != x->shape)
+    return kernelError("MaskedSoftmax: x and y must be one float type and "
+                       "shape, the mask bool; got " +
+                       dtypeName(x->dtype) + formatShape(x->shape) + ", " +
+                       dtypeName(mask->dtype) + formatShape(mask->shape) +
+                       " -> " + dtypeName(y->dtype) + formatShape(y->shape));
+  int64_t d = x->rank() ? x->shape.back() : 1;
+  int64_t n = x->numElements(), maskN = mask->numElements();
+  if (d == 0 || n == 0)
+    return llvm::Error::success();
+  if (mask->rank() == 0 || mask->shape.back() != d || maskN == 0 ||
+      n % maskN != 0)
+    return kernelError("unsupported: MaskedSoftmax with mask " +
+                       formatShape(mask->shape) + " for scores " +
+                       formatShape(x->shape) +
+                       " (the mask must broadcast through leading axes)");
+  int64_t rows = n / d, maskRows = maskN / d;
+  const bool *pm = mask->as<const bool>();
+  const float inf = std::numeric_limits<float>::infinity();
+  return visitDType(x->dtype, [&](auto tag) -> llvm::Error {
+    using T = decltype(tag);
+    if constexpr (isFloatStorage<T>()) {
+      const T *px = x->as<const T>();
+      T *py = y->as<T>();
+      if constexpr (std::is_same_v<T, float>) {
+        const RowMath &rm = rowMath();
+        parallelFor(rows, n >= kParallelMin, [&](int64_t r) {
+          const float *row = px + r * d;
+          const bool *m = pm + (r % maskRows) * d;
+          float *out = py + r * d;
+          for (int64_t j = 0; j < d; ++j)
+            out[j] = m[j] ? -inf : row[j];
+          float mx = rm.max(out, d);
+          float sum = rm.sumExp(out, d, mx);
+          rm.expScale(out, out, d, mx, 1.0f / sum);
+        });
+      } else {
+        using C = ComputeT<T>;
+        parallelFor(rows, n >= kParallelMin, [&](int64_t r) {
+          const T *row = px + r * d;
+          const bool *m = pm + (r % maskRows) * d;
+          T *out = py + r * d;
+          C mx = -std::numeric_limits<C>::infinity();
+          for (int64_t j = 0; j < d; ++j)
+            if (!m[j])
+              mx = std::max(mx, static_cast<C>(load(row[j])));
+          double sum = 0;
+          for (int64_t j = 0; j < d; ++j)
+            if (!m[j])
+              sum += std::exp(static_cast<C>(load(row[j])) - mx);
+          C inv = static_cast<C>(1.0 / sum);
+          for (int64_t j = 0; j < d; ++j)
+            out[j] = store<T>(
+                m[j] ? C(0) : std::exp(static_cast<C>(load(row[j])) - mx) * inv);
+        });
+      }
+    }
+    return llvm::Error::success();
+  });
+}
+
+} // namespace zinc::cpu
