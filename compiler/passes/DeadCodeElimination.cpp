@@ -6,6 +6,11 @@
 // value nothing uses any more (unused initializers included; graph inputs
 // stay, they are the model's interface).
 //
+// An Identity computes nothing either (exporters leave one for every
+// Dropout of ratio 0, and each would be a copy): its readers read its input
+// instead, unless its output is a graph output or either value is updated
+// in place (then the copy keeps the value as it was).
+//
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/Pass.h"
 #include "llvm/ADT/DenseSet.h"
@@ -21,7 +26,33 @@ public:
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
+/// Whether a node updates `v` in place.
+bool updatedInPlace(const ir::Value *v) {
+  return llvm::any_of(v->uses(), [](const ir::Use &u) {
+    return u.user->writesInput(u.operand);
+  });
+}
+
+/// Points the readers of each Identity's output at its input; the
+/// Identities are then dead. Returns whether any was forwarded.
+bool forwardIdentities(ir::Graph &g) {
+  bool forwarded = false;
+  for (ir::Node *n : g.nodes()) {
+    if (!n->domain.empty() || n->opType != "Identity" || n->inputs.size() != 1 ||
+        !n->inputs[0] || n->outputs.size() != 1 || !n->outputs[0])
+      continue;
+    ir::Value *in = n->inputs[0], *out = n->outputs[0];
+    if (!out->hasUses() || g.isOutput(out) || in->dtype != out->dtype ||
+        in->shape != out->shape || updatedInPlace(in) || updatedInPlace(out))
+      continue;
+    g.replaceAllUsesWith(out, in);
+    forwarded = true;
+  }
+  return forwarded;
+}
+
 llvm::Expected<bool> DeadCodeElimination::run(ir::Graph &g, PassContext &) {
+  bool forwarded = forwardIdentities(g);
   llvm::DenseSet<const ir::Value *> live(g.outputs().begin(),
                                          g.outputs().end());
   // Program order is a topological order, so one backward sweep finds
@@ -45,7 +76,7 @@ llvm::Expected<bool> DeadCodeElimination::run(ir::Graph &g, PassContext &) {
 
   size_t valuesBefore = g.values().size();
   g.eraseDeadValues();
-  return !dead.empty() || g.values().size() != valuesBefore;
+  return forwarded || !dead.empty() || g.values().size() != valuesBefore;
 }
 
 } // namespace
