@@ -137,6 +137,80 @@ def torch_worker(model, data, threads, warmup, steps):
     print(json.dumps({"steps_per_second": rate, "losses": losses, "torch": torch.__version__}))
 
 
+def ort_artifacts(ort_python, onnx_path, work):
+    """Builds ONNX Runtime Training's artifacts (training, eval and optimizer
+    graphs, checkpoint) for the exported model, once, outside the timing."""
+    out = onnx_path + ".ort"
+    if not os.path.exists(os.path.join(out, "checkpoint")):
+        run([ort_python, os.path.abspath(__file__), "--ort-artifacts", onnx_path, out])
+    return out
+
+
+def ort_rep(ort_python, artifacts, data, threads, warmup, steps):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    proc = run([ort_python, os.path.abspath(__file__), "--ort-worker", artifacts, data,
+                str(threads), str(warmup), str(steps)], env=env)
+    return json.loads(proc.stdout.decode().strip().splitlines()[-1])
+
+
+def ort_make_artifacts(onnx_path, out):
+    import onnx
+    from onnxruntime.training import artifacts
+    model = onnx.load(onnx_path)
+    # ORT's gradients of these read optional outputs the export leaves off
+    # (Dropout's mask, the loss's log_prob, LayerNorm's statistics): named
+    # here so that ORT can build its gradient graph.
+    outputs = {"Dropout": 2, "SoftmaxCrossEntropyLoss": 2, "LayerNormalization": 3}
+    for node in model.graph.node:
+        while len(node.output) < outputs.get(node.op_type, 0):
+            node.output.append("%s_out%d" % (node.name or node.output[0], len(node.output)))
+    # Every float initializer is a parameter: the export keeps buffers (the
+    # causal mask) as Constant nodes.
+    params = [t.name for t in model.graph.initializer
+              if t.data_type == onnx.TensorProto.FLOAT]
+    os.makedirs(out, exist_ok=True)
+    # The export's output is the loss itself: no loss block is added.
+    artifacts.generate_artifacts(model, requires_grad=params, loss=None,
+                                 optimizer=artifacts.OptimType.AdamW,
+                                 artifact_directory=out)
+
+
+def ort_worker(artifacts_dir, data, threads, warmup, steps):
+    import numpy as np
+    import onnxruntime
+    from onnxruntime.training.api import CheckpointState, Module, Optimizer
+    import safetensors_io as st
+    batches = st.load_file(data)
+    n = batches["tokens"].shape[0]
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    state = CheckpointState.load_checkpoint(os.path.join(artifacts_dir, "checkpoint"))
+    module = Module(os.path.join(artifacts_dir, "training_model.onnx"), state,
+                    os.path.join(artifacts_dir, "eval_model.onnx"), device="cpu",
+                    session_options=opts)
+    opt = Optimizer(os.path.join(artifacts_dir, "optimizer_model.onnx"), module)
+    opt.set_learning_rate(LR)
+    module.train()
+    losses = []
+
+    def step(i):
+        loss = module(np.ascontiguousarray(batches["tokens"][i % n]),
+                      np.ascontiguousarray(batches["targets"][i % n]))
+        opt.step()
+        module.lazy_reset_grad()
+        losses.append(float(loss))
+
+    for i in range(warmup):
+        step(i)
+    t0 = time.perf_counter()
+    for i in range(warmup, warmup + steps):
+        step(i)
+    rate = steps / (time.perf_counter() - t0)
+    print(json.dumps({"steps_per_second": rate, "losses": losses,
+                      "onnxruntime": onnxruntime.__version__}))
+
+
 def median_of(reps):
     return statistics.median(r["steps_per_second"] for r in reps)
 
@@ -145,15 +219,19 @@ def bench_model(args, model, work):
     offload = False
     onnx_path, data, params = prepare(model, work, args.warmup + args.steps)
     plan = compile_plan(args.build_dir, model, onnx_path, work, offload)
+    arts = ort_artifacts(args.ort_python, onnx_path, work) if args.ort_python else None
     rows = []
     for threads in args.threads:
-        zinc, torch_by_blas = [], {b: [] for b in range(1, threads + 1)}
+        zinc, torch_by_blas, ort = [], {b: [] for b in range(1, threads + 1)}, []
         for _ in range(args.reps):
             zinc.append(zinc_rep(args.build_dir, plan, data, threads, args.warmup,
                                  args.steps, work, offload))
             for b in torch_by_blas:
                 torch_by_blas[b].append(torch_rep(model, data, threads, b, args.warmup,
                                                   args.steps))
+            if arts:
+                ort.append(ort_rep(args.ort_python, arts, data, threads, args.warmup,
+                                   args.steps))
         best_blas = max(torch_by_blas, key=lambda b: median_of(torch_by_blas[b]))
         torch_reps = torch_by_blas[best_blas]
         z, t = median_of(zinc), median_of(torch_reps)
@@ -171,11 +249,20 @@ def bench_model(args, model, work):
             "ratio_zinc_over_pytorch": z / t,
             "step0_loss_rel_diff": loss_diff,
         }
+        if ort:
+            o = median_of(ort)
+            row["onnxruntime_training"] = {"median_steps_per_second": o, "reps": ort,
+                                           "version": ort[0]["onnxruntime"]}
+            row["ratio_zinc_over_onnxruntime"] = z / o
         rows.append(row)
         print("%-8s %-8s %d thr  zinc %6.3f steps/s (%5.2f s/step)  PyTorch %6.3f "
               "(%5.2f s/step, OpenBLAS %d)  zinc/PyTorch %.2fx  step-0 loss diff %.1e" % (
                   model, "offload" if offload else "resident", threads, z, 1 / z, t, 1 / t,
                   best_blas, z / t, loss_diff), flush=True)
+        if ort:
+            print("%-8s          %d thr  ONNX Runtime Training %6.3f steps/s (%5.2f s/step)  "
+                  "zinc/ORT %.2fx" % (model, threads, median_of(ort), 1 / median_of(ort),
+                                      z / median_of(ort)), flush=True)
     return rows
 
 
@@ -215,6 +302,13 @@ def main():
         model, data, threads, warmup, steps = sys.argv[2:7]
         torch_worker(model, data, int(threads), int(warmup), int(steps))
         return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--ort-artifacts":
+        ort_make_artifacts(sys.argv[2], sys.argv[3])
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--ort-worker":
+        arts, data, threads, warmup, steps = sys.argv[2:7]
+        ort_worker(arts, data, int(threads), int(warmup), int(steps))
+        return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build-dir", default=os.environ.get("ZINC_BUILD_DIR",
                                                          os.path.join(ROOT, "build")))
@@ -226,6 +320,9 @@ def main():
     p.add_argument("--offload", action="store_true",
                    help="also gpt-25m offloaded (optimizer on NVMe, parameters on CPU)")
     p.add_argument("--work-dir", help="keep the exports, data and plans here")
+    p.add_argument("--ort-python", default=os.environ.get("ZINC_ORT_PYTHON"),
+                   help="python of a virtualenv with onnxruntime-training (bench/setup_ort.sh "
+                        "makes one): ONNX Runtime Training as a second baseline")
     p.add_argument("--out", default=os.path.join(HERE, "results", "train_nanogpt.json"))
     args = p.parse_args()
     if args.warmup < 1 or args.steps < 1 or args.reps < 1:

@@ -188,6 +188,40 @@ static ZINC_SIMD_MATH_FN void rowTanh(const float *x, float *y, int64_t n) {
   ZINC_ROW_LOOP(n, { W::storeu(y + j, simd::vtanh<W>(W::loadu(x + j))); })
 }
 
+template <class V>
+static ZINC_SIMD_MATH_FN void rowLayerNormGrad(const float *x, const float *dy,
+                                               const float *gamma, float *dx,
+                                               int64_t n, float mean,
+                                               float rstd) {
+  using F = typename V::F;
+  F m = V::set1(mean), r = V::set1(rstd);
+  F sg0 = V::set1(0.0f), sg1 = sg0, sx0 = sg0, sx1 = sg0;
+  int64_t j = 0;
+  for (; j + 2 * V::width <= n; j += 2 * V::width) {
+    F g0 = V::mul(V::loadu(dy + j), V::loadu(gamma + j));
+    F g1 = V::mul(V::loadu(dy + j + V::width), V::loadu(gamma + j + V::width));
+    F h0 = V::mul(V::sub(V::loadu(x + j), m), r);
+    F h1 = V::mul(V::sub(V::loadu(x + j + V::width), m), r);
+    sg0 = V::add(sg0, g0);
+    sg1 = V::add(sg1, g1);
+    sx0 = V::fma(g0, h0, sx0);
+    sx1 = V::fma(g1, h1, sx1);
+  }
+  float sumG = V::reduceAdd(V::add(sg0, sg1)), sumGX = V::reduceAdd(V::add(sx0, sx1));
+  for (; j < n; ++j) {
+    float g = dy[j] * gamma[j], h = (x[j] - mean) * rstd;
+    sumG += g;
+    sumGX += g * h;
+  }
+  float meanG = n ? sumG / float(n) : 0.0f, meanGX = n ? sumGX / float(n) : 0.0f;
+  ZINC_ROW_LOOP(n, {
+    auto g = W::mul(W::loadu(dy + j), W::loadu(gamma + j));
+    auto h = W::mul(W::sub(W::loadu(x + j), W::set1(mean)), W::set1(rstd));
+    auto v = W::sub(W::sub(g, W::set1(meanG)), W::mul(h, W::set1(meanGX)));
+    W::storeu(dx + j, W::mul(W::set1(rstd), v));
+  })
+}
+
 #undef ZINC_ROW_LOOP
 
 /// The table of V's loops.
@@ -203,6 +237,7 @@ template <class V> static RowMath makeRowMath(simd::IsaKind isa) {
   m.geluGrad = rowGeluGrad<V>;
   m.erf = rowErf<V>;
   m.erfGrad = rowErfGrad<V>;
+  m.layerNormGrad = rowLayerNormGrad<V>;
   m.exp = rowExp<V>;
   m.tanh = rowTanh<V>;
   return m;

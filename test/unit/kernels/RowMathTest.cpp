@@ -174,3 +174,36 @@ TEST(RowMath, SoftmaxPiecesAndReductions) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(RowMath, LayerNormGradMatchesItsFormula) {
+  for (auto isa : isas()) {
+    const RowMath &m = rowMathFor(isa);
+    for (int64_t n : {1, 15, 64, 515}) {
+      std::vector<float> x(n), dy(n), gamma(n), dx(n);
+      for (int64_t j = 0; j < n; ++j) {
+        x[j] = std::cos(0.3 * double(j)) * 2 + 0.5f;
+        dy[j] = std::sin(0.7 * double(j));
+        gamma[j] = 1.0f + float(j % 5) / 8.0f;
+      }
+      const float mean = 0.4f, rstd = 1.3f;
+      m.layerNormGrad(x.data(), dy.data(), gamma.data(), dx.data(), n, mean,
+                      rstd);
+      double sumG = 0, sumGX = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double g = double(dy[j]) * gamma[j], h = (double(x[j]) - mean) * rstd;
+        sumG += g;
+        sumGX += g * h;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        double g = double(dy[j]) * gamma[j], h = (double(x[j]) - mean) * rstd;
+        double want = rstd * (g - sumG / n - h * sumGX / n);
+        ASSERT_NEAR(dx[j], want, 2e-6 * (1 + std::fabs(want)))
+            << "n " << n << " j " << j << " " << simd::isaName(isa);
+      }
+    }
+  }
+}
+
+} // namespace

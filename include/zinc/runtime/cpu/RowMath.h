@@ -46,6 +46,11 @@ struct RowMath {
   void (*erf)(const float *x, float *y, int64_t n);
   /// dx = dy * 2/sqrt(pi) * exp(-x^2).
   void (*erfGrad)(const float *x, const float *dy, float *dx, int64_t n);
+  /// LayerNorm's input gradient for one row, given its mean and 1/std:
+  /// with g = dy * gamma and xhat = (x - mean) * rstd,
+  /// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+  void (*layerNormGrad)(const float *x, const float *dy, const float *gamma,
+                        float *dx, int64_t n, float mean, float rstd);
   /// Elementwise exp and tanh, for tests and the unary kernels.
   void (*exp)(const float *x, float *y, int64_t n);
   void (*tanh)(const float *x, float *y, int64_t n);

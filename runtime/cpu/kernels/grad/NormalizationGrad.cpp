@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "../KernelUtil.h"
 #include "../Kernels.h"
+#include "zinc/runtime/cpu/RowMath.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cmath>
@@ -284,6 +285,14 @@ llvm::Error runLayerNormalizationGrad(const KernelCall &call) {
           }
           pm[o] = mean;
           ps[o] = 1.0 / std::sqrt((d ? sq / d : 0) + epsilon);
+        }
+        if constexpr (std::is_same_v<T, float>) {
+          if (d >= kRowMathMinRow) {
+            rowMath().layerNormGrad(xr, dyr, g, pdx + o * d, d,
+                                    static_cast<float>(pm[o]),
+                                    static_cast<float>(ps[o]));
+            return;
+          }
         }
         C m = static_cast<C>(pm[o]), s = static_cast<C>(ps[o]);
         double sumG = 0, sumGX = 0;
