@@ -8,7 +8,8 @@
 // zinc.FusedMatMul is MatMul reading either operand transposed (its last two
 // axes swapped) and scaling by alpha: BLAS's own transA/transB; or reading
 // an operand flattened to a matrix (flattenA/flattenB), which are the same
-// bytes.
+// bytes; and, with a third input, starting from a bias along the output's
+// last axis (Y = bias + op(A) op(B)).
 //
 //===----------------------------------------------------------------------===//
 #include "Convert.h"
@@ -17,6 +18,7 @@
 #include "TeamGemm.h"
 #include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/Twine.h"
+#include <algorithm>
 #include <climits>
 #include <omp.h>
 
@@ -184,6 +186,17 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
   int64_t m = g.m, n = g.n, k = g.k, rows = g.rows();
   if (auto err = checkBlasDims(call, {m, n, k, rows}))
     return err;
+  // FusedMatMul's optional bias (the fuse-bias pass): every row of Y starts
+  // as it, and the products accumulate onto it (beta 1).
+  const TensorRef *bias = call.input(2);
+  if (bias && (bias->dtype != y->dtype || bias->rank() != 1 ||
+               bias->shape[0] != n || y->shape.empty() ||
+               y->shape.back() != n))
+    return kernelError(op + ": bias " + dtypeName(bias->dtype) +
+                       formatShape(bias->shape) + " is not a vector along the "
+                       "output's last axis " + formatShape(y->shape));
+  if (bias && !isFloatDType(y->dtype))
+    return kernelError("unsupported: " + op + " of integers with a bias");
   llvm::SmallVector<int64_t, 6> sa =
       broadcastStrides(llvm::makeArrayRef(g.a).drop_back(2), g.batch);
   llvm::SmallVector<int64_t, 6> sb =
@@ -220,6 +233,15 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
       T *py = y->as<T>();
+      T beta = 0;
+      if (bias) {
+        const T *pbias = bias->as<const T>();
+        int64_t yRows = y->numElements() / n;
+        parallelFor(yRows, yRows * n >= kParallelMin, [&](int64_t r) {
+          std::copy(pbias, pbias + n, py + r * n);
+        });
+        beta = 1;
+      }
       // A batch of at least one product per thread runs whole products on
       // each thread (attention's heads); fewer products split each one.
       bool perProduct = products >= omp_get_max_threads() &&
@@ -229,12 +251,12 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
           int64_t ao, bo;
           offsets(p, ao, bo);
           gemm<T>(ta, tb, rows, n, k, static_cast<T>(alpha), pa + ao, pb + bo,
-                  0, py + p * rows * n, /*onThisThread=*/true);
+                  beta, py + p * rows * n, /*onThisThread=*/true);
         });
       } else {
         forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
           gemm<T>(ta, tb, rows, n, k, static_cast<T>(alpha), pa + ao, pb + bo,
-                  0, py + yo);
+                  beta, py + yo);
         });
       }
     } else if constexpr (isFloatStorage<T>()) {
@@ -244,10 +266,14 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
       if (!blocks)
         return blocks.takeError();
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
-      auto noC = [](int64_t, int64_t) { return 0.0f; };
+      const T *pbias = bias ? bias->as<const T>() : nullptr;
+      auto readBias = [&](int64_t, int64_t j) {
+        return pbias ? static_cast<float>(load(pbias[j])) : 0.0f;
+      };
       forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
         widenedGemm<T>(ta, tb, rows, n, k, static_cast<float>(alpha), pa + ao,
-                       pb + bo, 0.0f, noC, false, y->as<T>() + yo, *blocks);
+                       pb + bo, 1.0f, readBias, bias != nullptr,
+                       y->as<T>() + yo, *blocks);
       });
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       if (alpha != 1)

@@ -301,3 +301,53 @@ TEST(FusedMatMulKernel, ShapesThatDoNotMultiplySaySo) {
 }
 
 } // namespace
+
+namespace {
+
+/// A bias along the output's last axis (fuse-bias), with flattened operands
+/// (fold-transposes' views of Reshapes), in f32, f64 and bf16, batched and
+/// folded; a bias of the wrong length is refused.
+TEST(FusedMatMulKernel, BiasAndFlattenedOperands) {
+  V av = ramp(2 * 3 * 4), bv = ramp(4 * 5, 3), bias = {1, -2, 3, 0.5, -1};
+  V expect = naiveMatMul(av, {6, 4}, bv, {4, 5});
+  for (size_t i = 0; i < expect.size(); ++i)
+    expect[i] += bias[i % 5];
+  for (DType t : {DType::F32, DType::F64, DType::BF16}) {
+    auto make = [&](std::vector<int64_t> shape, const V &v) {
+      if (t == DType::F32)
+        return OwnedTensor::of<float>(t, shape, v);
+      if (t == DType::F64)
+        return OwnedTensor::of<double>(t, shape, v);
+      return OwnedTensor::of<BFloat16>(t, shape, v);
+    };
+    // A [2,3,4] read as [6,4].
+    OwnedTensor a = make({2, 3, 4}, av), b = make({4, 5}, bv),
+                c = make({5}, bias);
+    OwnedTensor y(t, {6, 5});
+    ASSERT_EQ(errorText(runKernel(runFusedMatMul, "FusedMatMul",
+                                  attrs({intAttr("flattenA", 1)}), {&a, &b, &c},
+                                  {&y})),
+              "")
+        << dtypeName(t).str();
+    V got = t == DType::F32   ? y.values<float>()
+            : t == DType::F64 ? y.values<double>()
+                              : y.values<BFloat16>();
+    for (size_t i = 0; i < expect.size(); ++i)
+      EXPECT_NEAR(got[i], expect[i], t == DType::BF16 ? 0.25 : 1e-9)
+          << dtypeName(t).str() << " at " << i;
+    // Batched: [2,3,4] x [4,5] + bias, not flattened.
+    OwnedTensor y3(t, {2, 3, 5});
+    ASSERT_EQ(errorText(runKernel(runFusedMatMul, "FusedMatMul", attrs({}),
+                                  {&a, &b, &c}, {&y3})),
+              "");
+  }
+  OwnedTensor a = OwnedTensor::f32({6, 4}, av), b = OwnedTensor::f32({4, 5}, bv),
+              c = OwnedTensor::f32({4}, {1, 2, 3, 4});
+  OwnedTensor y(DType::F32, {6, 5});
+  EXPECT_NE(errorText(runKernel(runFusedMatMul, "FusedMatMul", attrs({}),
+                                {&a, &b, &c}, {&y}))
+                .find("is not a vector along the output's last axis"),
+            std::string::npos);
+}
+
+} // namespace
