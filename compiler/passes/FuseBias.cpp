@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/Pass.h"
+#include "zinc/support/MatMulGeometry.h"
 
 namespace zinc::passes {
 namespace {
@@ -48,6 +49,15 @@ llvm::Expected<bool> FuseBias::run(ir::Graph &g, PassContext &) {
           bias->shape.size() != 1 || bias->shape[0] != out->shape.back())
         continue;
       ir::Node *p = prod->def;
+      // A 1-D right operand drops the product's last axis: the bias would
+      // not run along the GEMM's columns.
+      auto geometry = fusedMatMulGeometry(p->inputs[0]->shape, p->inputs[1]->shape, p->attrs);
+      if (!geometry) {
+        llvm::consumeError(geometry.takeError());
+        continue;
+      }
+      if (p->inputs[1]->shape.size() < 2 || geometry->n != bias->shape[0])
+        continue;
       // The Add becomes the product with the bias, in the Add's place (the
       // bias is defined before it), and the product goes.
       add->domain = "zinc";

@@ -23,19 +23,8 @@ template <typename T>
 static void gemm(bool transA, int64_t m, int64_t n, int64_t k, const T *a,
                  int64_t lda, const T *b, int64_t ldb, T beta, T *c,
                  int64_t ldc) {
-  GemmArgs<T> g;
-  g.transA = transA;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.a = a;
-  g.lda = lda;
-  g.b = b;
-  g.ldb = ldb;
-  g.beta = beta;
-  g.c = c;
-  g.ldc = ldc;
-  teamGemm(g);
+  teamGemm(GemmArgs<T>::make(transA, false, m, n, k, T(1), a, lda, b, ldb,
+                             beta, c, ldc));
 }
 
 /// GEMM with B transposed: C[m,n] = A[m,k] * B[n,k]^T + C.
@@ -43,19 +32,8 @@ template <typename T>
 static void gemmAccumulateTransB(int64_t m, int64_t n, int64_t k, const T *a,
                                  int64_t lda, const T *b, int64_t ldb, T *c,
                                  int64_t ldc) {
-  GemmArgs<T> g;
-  g.transB = true;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.a = a;
-  g.lda = lda;
-  g.b = b;
-  g.ldb = ldb;
-  g.beta = 1;
-  g.c = c;
-  g.ldc = ldc;
-  teamGemm(g);
+  teamGemm(GemmArgs<T>::make(false, true, m, n, k, T(1), a, lda, b, ldb, T(1),
+                             c, ldc));
 }
 
 /// Splits flat kernel tap `k` into one index per axis.

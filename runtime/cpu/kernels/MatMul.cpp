@@ -41,20 +41,8 @@ static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
       y[i] = beta == C(0) ? C(0) : beta * y[i];
     return;
   }
-  GemmArgs<C> g;
-  g.transA = ta;
-  g.transB = tb;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.alpha = alpha;
-  g.a = a;
-  g.lda = ta ? m : k;
-  g.b = b;
-  g.ldb = tb ? k : n;
-  g.beta = beta;
-  g.c = y;
-  g.ldc = n;
+  auto g = GemmArgs<C>::make(ta, tb, m, n, k, alpha, a, ta ? m : k, b,
+                             tb ? k : n, beta, y, n);
   if (onThisThread)
     gemmOnThisThread(g);
   else

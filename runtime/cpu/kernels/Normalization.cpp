@@ -363,6 +363,8 @@ llvm::Error runMaskedSoftmax(const KernelCall &call) {
           const float *row = px + r * d;
           const bool *m = pm + (r % maskRows) * d;
           float *out = py + r * d;
+          // Branch-free, so that it vectorises.
+#pragma omp simd
           for (int64_t j = 0; j < d; ++j)
             out[j] = m[j] ? -inf : row[j];
           float mx = rm.max(out, d);

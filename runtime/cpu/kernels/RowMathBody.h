@@ -222,6 +222,24 @@ static ZINC_SIMD_MATH_FN void rowLayerNormGrad(const float *x, const float *dy,
   })
 }
 
+/// Double accumulators, vectorised by the compiler for the TU's ISA (Simd.h
+/// has no double vectors).
+template <class V>
+static ZINC_SIMD_MATH_FN void rowLayerNormParamGrad(const float *x,
+                                                    const float *dy, int64_t n,
+                                                    float mean, float rstd,
+                                                    double *accScale,
+                                                    double *accBias) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    accScale[j] += double(dy[j]) * double((x[j] - mean) * rstd);
+  if (accBias) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      accBias[j] += double(dy[j]);
+  }
+}
+
 #undef ZINC_ROW_LOOP
 
 /// The table of V's loops.
@@ -238,6 +256,7 @@ template <class V> static RowMath makeRowMath(simd::IsaKind isa) {
   m.erf = rowErf<V>;
   m.erfGrad = rowErfGrad<V>;
   m.layerNormGrad = rowLayerNormGrad<V>;
+  m.layerNormParamGrad = rowLayerNormParamGrad<V>;
   m.exp = rowExp<V>;
   m.tanh = rowTanh<V>;
   return m;

@@ -32,6 +32,27 @@ template <typename T> struct GemmArgs {
   T beta = 0;
   T *c = nullptr;
   int64_t ldc = 0;
+
+  /// alpha op(a) op(b) + beta c, every field named in BLAS's order.
+  static GemmArgs make(bool transA, bool transB, int64_t m, int64_t n,
+                       int64_t k, T alpha, const T *a, int64_t lda, const T *b,
+                       int64_t ldb, T beta, T *c, int64_t ldc) {
+    GemmArgs g;
+    g.transA = transA;
+    g.transB = transB;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = alpha;
+    g.a = a;
+    g.lda = lda;
+    g.b = b;
+    g.ldb = ldb;
+    g.beta = beta;
+    g.c = c;
+    g.ldc = ldc;
+    return g;
+  }
 };
 
 /// Runs the GEMM on the calling thread through BLAS (one BLAS thread).

@@ -207,3 +207,29 @@ TEST(RowMath, LayerNormGradMatchesItsFormula) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(RowMath, LayerNormParamGradAccumulates) {
+  for (auto isa : isas()) {
+    const RowMath &m = rowMathFor(isa);
+    const int64_t n = 37;
+    std::vector<float> x(n), dy(n);
+    std::vector<double> scale(n, 1.0), bias(n, -1.0);
+    for (int64_t j = 0; j < n; ++j) {
+      x[j] = float(j % 7) - 3.0f;
+      dy[j] = 0.25f * float(j % 5);
+    }
+    m.layerNormParamGrad(x.data(), dy.data(), n, 0.5f, 2.0f, scale.data(),
+                         bias.data());
+    m.layerNormParamGrad(x.data(), dy.data(), n, 0.5f, 2.0f, scale.data(),
+                         nullptr);
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_DOUBLE_EQ(scale[j], 1.0 + 2 * double(dy[j]) * (x[j] - 0.5) * 2.0)
+          << j << " " << simd::isaName(isa);
+      EXPECT_DOUBLE_EQ(bias[j], -1.0 + double(dy[j])) << j;
+    }
+  }
+}
+
+} // namespace

@@ -51,6 +51,12 @@ struct RowMath {
   /// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
   void (*layerNormGrad)(const float *x, const float *dy, const float *gamma,
                         float *dx, int64_t n, float mean, float rstd);
+  /// LayerNorm's parameter gradients, one row's share: accScale[j] +=
+  /// dy[j] * (x[j] - mean) * rstd and accBias[j] += dy[j] (accBias may be
+  /// null), accumulated in double.
+  void (*layerNormParamGrad)(const float *x, const float *dy, int64_t n,
+                             float mean, float rstd, double *accScale,
+                             double *accBias);
   /// Elementwise exp and tanh, for tests and the unary kernels.
   void (*exp)(const float *x, float *y, int64_t n);
   void (*tanh)(const float *x, float *y, int64_t n);

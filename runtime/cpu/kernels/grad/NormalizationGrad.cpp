@@ -317,6 +317,17 @@ llvm::Error runLayerNormalizationGrad(const KernelCall &call) {
       if (dbias)
         std::fill(accBias, accBias + d, 0.0);
       parallelRanges(d, work, [&](int64_t j0, int64_t j1) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (d >= kRowMathMinRow) {
+            const RowMath &rm = rowMath();
+            for (int64_t o = 0; o < outer; ++o)
+              rm.layerNormParamGrad(px + o * d + j0, pdy + o * d + j0, j1 - j0,
+                                    static_cast<float>(pm[o]),
+                                    static_cast<float>(ps[o]), accScale + j0,
+                                    dbias ? accBias + j0 : nullptr);
+            return;
+          }
+        }
         for (int64_t o = 0; o < outer; ++o) {
           const T *xr = px + o * d, *dyr = pdy + o * d;
           double m = pm[o], s = ps[o];
