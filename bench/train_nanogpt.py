@@ -107,6 +107,17 @@ def torch_rep(model, data, threads, blas_threads, warmup, steps):
     return json.loads(proc.stdout.decode().strip().splitlines()[-1])
 
 
+def timed_steps(step, warmup, steps):
+    """Runs step(i) for the warm-up steps, then times the next `steps`:
+    steps per second."""
+    for i in range(warmup):
+        step(i)
+    t0 = time.perf_counter()
+    for i in range(warmup, warmup + steps):
+        step(i)
+    return steps / (time.perf_counter() - t0)
+
+
 def torch_worker(model, data, threads, warmup, steps):
     import numpy as np
     import torch
@@ -128,12 +139,7 @@ def torch_worker(model, data, threads, warmup, steps):
         opt.step()
         losses.append(float(loss))
 
-    for i in range(warmup):
-        step(i)
-    t0 = time.perf_counter()
-    for i in range(warmup, warmup + steps):
-        step(i)
-    rate = steps / (time.perf_counter() - t0)
+    rate = timed_steps(step, warmup, steps)
     print(json.dumps({"steps_per_second": rate, "losses": losses, "torch": torch.__version__}))
 
 
@@ -201,12 +207,7 @@ def ort_worker(artifacts_dir, data, threads, warmup, steps):
         module.lazy_reset_grad()
         losses.append(float(loss))
 
-    for i in range(warmup):
-        step(i)
-    t0 = time.perf_counter()
-    for i in range(warmup, warmup + steps):
-        step(i)
-    rate = steps / (time.perf_counter() - t0)
+    rate = timed_steps(step, warmup, steps)
     print(json.dumps({"steps_per_second": rate, "losses": losses,
                       "onnxruntime": onnxruntime.__version__}))
 
