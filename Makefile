@@ -69,3 +69,14 @@ bench-nvme: build
 .PHONY: bench-compile
 bench-compile: build
 	/usr/bin/python3 bench/compile_scale.py --build-dir $(BUILD)
+
+# nanoGPT of 27M and 84M parameters, 1 and 2 threads: zinc vs PyTorch and, with
+# ORT_VENV made by bench/setup_ort.sh, ONNX Runtime Training; then the offloaded
+# 25M plan vs the resident one (bench/README.md; ~45 min on 2 cores).
+ORT_VENV ?= /var/tmp/zinc-ort-venv
+.PHONY: bench-nanogpt
+bench-nanogpt: build
+	/usr/bin/python3 bench/train_nanogpt.py --build-dir $(BUILD) \
+	  $(if $(wildcard $(ORT_VENV)/bin/python),--ort-python $(ORT_VENV)/bin/python)
+	/usr/bin/python3 bench/train_nanogpt.py --build-dir $(BUILD) --models "" --offload \
+	  --out bench/results/train_nanogpt_offload.json
