@@ -45,6 +45,11 @@ llvm::Expected<MatMulGeometry> fusedMatMulGeometry(llvm::ArrayRef<int64_t> a,
     fa = flattenedToMatrix(a);
   if (attrs.getInt("flattenB", 0) != 0)
     fb = flattenedToMatrix(b);
+  // An operand read through a strided view has the view's shape.
+  if (attrs.has("shapeA"))
+    fa.assign(attrs.getInts("shapeA").begin(), attrs.getInts("shapeA").end());
+  if (attrs.has("shapeB"))
+    fb.assign(attrs.getInts("shapeB").begin(), attrs.getInts("shapeB").end());
   return matMulGeometry(fa, fb, attrs.getInt("transA", 0) != 0,
                         attrs.getInt("transB", 0) != 0);
 }

@@ -11,8 +11,14 @@
 // and feeds a product is a view of the same bytes: the product reads the
 // unreshaped tensor flattened (flattenA/flattenB), which removes the two
 // copies autodiff makes around every weight gradient X^T dY of a 3-D
-// activation. Transposes and Reshapes nothing reads any more are left to
-// dce.
+// activation. Last, an f32/f64 operand made by a chain of Split (along
+// any axis), Reshape (splitting the last axis in two) and Transpose is a
+// strided view of the chain's source: attention's heads, q, k, v =
+// c_attn(x).split(C, 2), then view(B, T, H, D).transpose(1, 2), and the
+// same layout of their gradients' inputs. The product reads the source
+// through the view (shapeA/viewA: the shape, then [offset, stride per
+// axis]), BLAS's batch offsets and leading dimension. Transposes, Reshapes
+// and Splits nothing reads any more are left to dce.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/Pass.h"
@@ -62,6 +68,99 @@ ir::Value *unflattened(const ir::Value *v) {
           llvm::ArrayRef<int64_t>(v->shape))
     return nullptr;
   return d->inputs[0];
+}
+
+/// A tensor read as `shape` with `strides` from element `offset` of `base`.
+struct StridedView {
+  ir::Value *base;
+  llvm::SmallVector<int64_t, 6> shape, strides;
+  int64_t offset = 0;
+};
+
+StridedView wholeValue(ir::Value *v) {
+  StridedView s{v, {}, {}, 0};
+  s.shape.assign(v->shape.begin(), v->shape.end());
+  s.strides.assign(v->shape.size(), 1);
+  for (size_t d = v->shape.size(); d-- > 1;)
+    s.strides[d - 1] = s.strides[d] * v->shape[d];
+  return s;
+}
+
+/// `v` as a view of the furthest tensor that a chain of Transposes,
+/// last-axis-splitting Reshapes and Splits reads: only these move no bytes
+/// a strided read cannot follow.
+StridedView viewThrough(ir::Value *v) {
+  const ir::Node *d = v->def;
+  if (!d || !d->domain.empty() || d->inputs.empty() || !d->inputs[0] ||
+      d->inputs[0]->dtype != v->dtype)
+    return wholeValue(v);
+  ir::Value *in = d->inputs[0];
+  size_t rank = v->shape.size();
+  if (d->opType == "Transpose" && d->outputs.size() == 1) {
+    llvm::ArrayRef<int64_t> perm = d->attrs.getInts("perm");
+    if (perm.size() != rank)
+      return wholeValue(v);
+    StridedView s = viewThrough(in), t = s;
+    for (size_t i = 0; i < rank; ++i) {
+      t.shape[i] = s.shape[perm[i]];
+      t.strides[i] = s.strides[perm[i]];
+    }
+    return t;
+  }
+  if (d->opType == "Reshape" && d->outputs.size() == 1 &&
+      rank == in->shape.size() + 1 && rank >= 2 &&
+      llvm::ArrayRef<int64_t>(v->shape).take_front(rank - 2) ==
+          llvm::ArrayRef<int64_t>(in->shape).drop_back() &&
+      v->shape[rank - 2] * v->shape[rank - 1] == in->shape.back()) {
+    StridedView s = viewThrough(in);
+    int64_t last = s.strides.back();
+    s.shape.back() = v->shape[rank - 2];
+    s.shape.push_back(v->shape[rank - 1]);
+    s.strides.back() = last * v->shape[rank - 1];
+    s.strides.push_back(last);
+    return s;
+  }
+  if (d->opType == "Split") {
+    int64_t axis = d->attrs.getInt("axis", 0);
+    if (axis < 0)
+      axis += static_cast<int64_t>(rank);
+    if (axis < 0 || axis >= static_cast<int64_t>(rank) || in->shape.size() != rank)
+      return wholeValue(v);
+    int64_t start = 0;
+    for (const ir::Value *o : d->outputs) {
+      if (o == v)
+        break;
+      if (!o)
+        return wholeValue(v);
+      start += o->shape[axis];
+    }
+    StridedView s = viewThrough(in);
+    s.offset += start * s.strides[axis];
+    s.shape[axis] = v->shape[axis];
+    return s;
+  }
+  return wholeValue(v);
+}
+
+/// Whether a node updates `v` in place.
+bool updatedInPlace(const ir::Value *v) {
+  return llvm::any_of(v->uses(), [](const ir::Use &u) {
+    return u.user->writesInput(u.operand);
+  });
+}
+
+/// The view of a product operand worth reading through: one that skips a
+/// copy, of a float or double tensor no node updates, whose matrices have
+/// a contiguous axis (BLAS's leading dimension is the other).
+llvm::Optional<StridedView> gemmView(ir::Value *operand) {
+  if (operand->dtype != DType::F32 && operand->dtype != DType::F64)
+    return llvm::None;
+  StridedView s = viewThrough(operand);
+  size_t r = s.shape.size();
+  if (s.base == operand || r < 2 || updatedInPlace(s.base) ||
+      (s.strides[r - 1] != 1 && s.strides[r - 2] != 1))
+    return llvm::None;
+  return s;
 }
 
 struct Product {
@@ -148,6 +247,30 @@ llvm::Expected<bool> FoldTransposes::run(ir::Graph &g, PassContext &) {
         becomeProduct(*n, folded);
         changed = true;
       }
+      // Operands that are views of another tensor are read through them.
+      if (n->attrs.has("viewA") || n->attrs.has("viewB"))
+        continue;
+      llvm::Optional<StridedView> va, vb;
+      if (!folded.flattenA)
+        va = gemmView(n->inputs[0]);
+      if (!folded.flattenB)
+        vb = gemmView(n->inputs[1]);
+      if (!va && !vb)
+        continue;
+      Product viewed = *productOf(*n);
+      becomeProduct(*n, viewed);
+      auto setView = [&](unsigned i, const StridedView &v, const char *which) {
+        llvm::SmallVector<int64_t, 7> view{v.offset};
+        view.append(v.strides.begin(), v.strides.end());
+        n->attrs.set(makeIntsAttr(std::string("shape") + which, v.shape));
+        n->attrs.set(makeIntsAttr(std::string("view") + which, view));
+        n->setInput(i, v.base);
+      };
+      if (va)
+        setView(0, *va, "A");
+      if (vb)
+        setView(1, *vb, "B");
+      changed = true;
       continue;
     }
     // (A B)^T = B^T A^T, when the product is read only here.

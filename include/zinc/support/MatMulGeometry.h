@@ -8,7 +8,10 @@
 // operand flattened to a matrix, its leading axes merged into rows
 // (flattenA, flattenB: the bytes of a [B,T,C] tensor are those of a
 // [B*T,C] matrix), which is how it removes the Reshapes autodiff puts
-// around a weight gradient. The kernel, its workspace sizing and the pass
+// around a weight gradient; or either operand as a strided view of another
+// tensor (shapeA and viewA = [offset, stride per axis]: attention's heads
+// read from the fused q,k,v projection without the Split, Reshape and
+// Transpose copies). The kernel, its workspace sizing and the pass
 // all take the shapes from here.
 //
 //===----------------------------------------------------------------------===//
@@ -50,7 +53,8 @@ llvm::Expected<MatMulGeometry> matMulGeometry(llvm::ArrayRef<int64_t> a,
 llvm::SmallVector<int64_t, 6> flattenedToMatrix(llvm::ArrayRef<int64_t> shape);
 
 /// The geometry of a MatMul or zinc.FusedMatMul node with operand shapes a
-/// and b and the node's attributes (transA, transB, flattenA, flattenB).
+/// and b and the node's attributes (transA, transB, flattenA, flattenB,
+/// shapeA, shapeB).
 llvm::Expected<MatMulGeometry> fusedMatMulGeometry(llvm::ArrayRef<int64_t> a,
                                                    llvm::ArrayRef<int64_t> b,
                                                    const AttributeList &attrs);

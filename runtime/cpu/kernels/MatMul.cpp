@@ -28,12 +28,13 @@ namespace zinc::cpu {
 static constexpr int64_t kParallelMin = int64_t(1) << 16;
 
 /// y = alpha * op(a) op(b) + beta * y for float or double, through BLAS on
-/// the OpenMP team (TeamGemm.h), or on this thread when `onThisThread`.
+/// the OpenMP team (TeamGemm.h), or on this thread when `onThisThread`;
+/// lda and ldb default to the operands' packed widths.
 /// BLAS needs nonzero leading dimensions, so an empty K is done here.
 template <typename C>
 static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
                  const C *a, const C *b, C beta, C *y,
-                 bool onThisThread = false) {
+                 bool onThisThread = false, int64_t lda = 0, int64_t ldb = 0) {
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -41,8 +42,9 @@ static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
       y[i] = beta == C(0) ? C(0) : beta * y[i];
     return;
   }
-  auto g = GemmArgs<C>::make(ta, tb, m, n, k, alpha, a, ta ? m : k, b,
-                             tb ? k : n, beta, y, n);
+  auto g = GemmArgs<C>::make(ta, tb, m, n, k, alpha, a,
+                             lda ? lda : (ta ? m : k), b,
+                             ldb ? ldb : (tb ? k : n), beta, y, n);
   if (onThisThread)
     gemmOnThisThread(g);
   else
@@ -193,12 +195,63 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
     s *= m * k;
   for (int64_t &s : sb)
     s *= k * n;
+  // An operand read through a strided view (shapeX, viewX): its batch
+  // strides, its first element, its leading dimension, and whether BLAS
+  // reads it transposed from the flag (a view whose rows are contiguous
+  // is the transpose of a row-major matrix).
+  bool taBlas = ta, tbBlas = tb, viewed = false;
+  int64_t aBase = 0, bBase = 0, lda = 0, ldb = 0;
+  auto readView = [&](llvm::StringRef which, const TensorRef &t,
+                      llvm::ArrayRef<int64_t> shape,
+                      llvm::SmallVectorImpl<int64_t> &strides, bool &trans,
+                      int64_t &base, int64_t &ld) -> llvm::Error {
+    if (!call.attrs.has(("view" + which).str()))
+      return llvm::Error::success();
+    llvm::ArrayRef<int64_t> v = call.attrs.getInts(("view" + which).str());
+    size_t r = shape.size();
+    if (r < 2 || v.size() != r + 1)
+      return kernelError(op + ": view" + which + " needs an offset and " +
+                         llvm::Twine(r) + " strides");
+    int64_t row = v[r - 1], col = v[r];
+    if (col != 1 && row != 1)
+      return kernelError("unsupported: " + op + " reading operand " + which +
+                         " with neither axis contiguous");
+    // The view's last element must lie inside the tensor.
+    int64_t last = v[0];
+    for (size_t d = 0; d < r; ++d)
+      last += (shape[d] - 1) * v[d + 1];
+    if (v[0] < 0 || (numElements(shape) > 0 && last >= t.numElements()))
+      return kernelError(op + ": view" + which + " reads past its " +
+                         formatShape(t.shape) + " operand");
+    viewed = true;
+    base = v[0];
+    trans = trans != (col != 1);
+    ld = col == 1 ? row : col;
+    // Batch strides, broadcast to the product's batch (right-aligned).
+    llvm::ArrayRef<int64_t> batchDims = shape.drop_back(2);
+    size_t lead = g.batch.size() - batchDims.size();
+    for (size_t d = 0; d < g.batch.size(); ++d)
+      strides[d] = d < lead || batchDims[d - lead] == 1 ? 0 : v[1 + d - lead];
+    return llvm::Error::success();
+  };
+  if (auto err = readView("A", *a, g.a, sa, taBlas, aBase, lda))
+    return err;
+  if (auto err = readView("B", *b, g.b, sb, tbBlas, bBase, ldb))
+    return err;
+  if (viewed && a->dtype != DType::F32 && a->dtype != DType::F64)
+    return kernelError("unsupported: " + op + " reading a strided view of " +
+                       dtypeName(a->dtype));
+  // A view's batch is not one tall matrix: one GEMM per product.
+  bool folded = g.folded && !viewed;
+  if (g.folded && viewed)
+    rows = m;
   // The batch's products, numbered as Y stores them: product p reads A
   // and B at the offsets its batch index gives.
-  int64_t products = g.folded ? 1 : g.batchElements();
+  int64_t products = folded ? 1 : g.batchElements();
   auto offsets = [&](int64_t p, int64_t &ao, int64_t &bo) {
-    ao = bo = 0;
-    if (g.folded)
+    ao = aBase;
+    bo = bBase;
+    if (folded)
       return;
     for (size_t d = g.batch.size(); d-- > 0;) {
       int64_t i = p % g.batch[d];
@@ -238,13 +291,14 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
         parallelFor(products, true, [&](int64_t p) {
           int64_t ao, bo;
           offsets(p, ao, bo);
-          gemm<T>(ta, tb, rows, n, k, static_cast<T>(alpha), pa + ao, pb + bo,
-                  beta, py + p * rows * n, /*onThisThread=*/true);
+          gemm<T>(taBlas, tbBlas, rows, n, k, static_cast<T>(alpha), pa + ao,
+                  pb + bo, beta, py + p * rows * n, /*onThisThread=*/true, lda,
+                  ldb);
         });
       } else {
         forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
-          gemm<T>(ta, tb, rows, n, k, static_cast<T>(alpha), pa + ao, pb + bo,
-                  beta, py + yo);
+          gemm<T>(taBlas, tbBlas, rows, n, k, static_cast<T>(alpha), pa + ao,
+                  pb + bo, beta, py + yo, false, lda, ldb);
         });
       }
     } else if constexpr (isFloatStorage<T>()) {

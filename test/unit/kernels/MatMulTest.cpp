@@ -351,3 +351,68 @@ TEST(FusedMatMulKernel, BiasAndFlattenedOperands) {
 }
 
 } // namespace
+
+namespace {
+
+/// Attention's scores read straight from the fused projection through
+/// strided views (fold-transposes' viewA/viewB), against the split,
+/// reshaped and transposed heads multiplied by hand; a view whose rows are
+/// contiguous (BLAS transposes it); a view past its tensor is refused.
+TEST(FusedMatMulKernel, StridedViewsOfTheFusedProjection) {
+  const int64_t B = 2, T = 4, H = 2, D = 3, C = H * D;
+  V qkv = ramp(B * T * 2 * C, 1);
+  for (size_t i = 0; i < qkv.size(); ++i)
+    qkv[i] += 0.125 * double(i % 11);
+  auto at = [&](int64_t b, int64_t t, int64_t c) { return qkv[(b * T + t) * 2 * C + c]; };
+  V expect(B * H * T * T, 0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j)
+          for (int64_t d = 0; d < D; ++d)
+            expect[((b * H + h) * T + i) * T + j] +=
+                at(b, i, h * D + d) * at(b, j, C + h * D + d);
+  for (DType t : {DType::F32, DType::F64}) {
+    OwnedTensor src = t == DType::F32 ? OwnedTensor::of<float>(t, {B, T, 2 * C}, qkv)
+                                      : OwnedTensor::of<double>(t, {B, T, 2 * C}, qkv);
+    OwnedTensor y(t, {B, H, T, T});
+    ASSERT_EQ(errorText(runKernel(
+                  runFusedMatMul, "FusedMatMul",
+                  attrs({intAttr("transA", 0), intAttr("transB", 1),
+                         intsAttr("shapeA", {B, H, T, D}),
+                         intsAttr("viewA", {0, T * 2 * C, D, 2 * C, 1}),
+                         intsAttr("shapeB", {B, H, T, D}),
+                         intsAttr("viewB", {C, T * 2 * C, D, 2 * C, 1})}),
+                  {&src, &src}, {&y})),
+              "");
+    V got = t == DType::F32 ? y.values<float>() : y.values<double>();
+    for (size_t i = 0; i < expect.size(); ++i)
+      EXPECT_NEAR(got[i], expect[i], 1e-4 * (1 + std::fabs(expect[i]))) << i;
+  }
+  // k read as k^T stored with contiguous rows: B = view [B,H,D,T] with
+  // strides (.., 1, 2C), transB 0; the same scores.
+  OwnedTensor src = OwnedTensor::f32({B, T, 2 * C}, qkv);
+  OwnedTensor y(DType::F32, {B, H, T, T});
+  ASSERT_EQ(errorText(runKernel(
+                runFusedMatMul, "FusedMatMul",
+                attrs({intsAttr("shapeA", {B, H, T, D}),
+                       intsAttr("viewA", {0, T * 2 * C, D, 2 * C, 1}),
+                       intsAttr("shapeB", {B, H, D, T}),
+                       intsAttr("viewB", {C, T * 2 * C, D, 1, 2 * C})}),
+                {&src, &src}, {&y})),
+            "");
+  V got = y.values<float>();
+  for (size_t i = 0; i < expect.size(); ++i)
+    EXPECT_NEAR(got[i], expect[i], 1e-4 * (1 + std::fabs(expect[i]))) << i;
+  EXPECT_NE(errorText(runKernel(runFusedMatMul, "FusedMatMul",
+                                attrs({intAttr("transB", 1),
+                                       intsAttr("shapeA", {B, H, T, D}),
+                                       intsAttr("viewA", {40, T * 2 * C, D, 2 * C, 1}),
+                                       intsAttr("shapeB", {B, H, T, D}),
+                                       intsAttr("viewB", {C, T * 2 * C, D, 2 * C, 1})}),
+                                {&src, &src}, {&y}))
+                .find("reads past its"),
+            std::string::npos);
+}
+
+} // namespace
