@@ -3,6 +3,7 @@
 #include "zinc/support/Error.h"
 #include "zinc/support/DType.h"
 #include "llvm/ADT/Twine.h"
+#include <algorithm>
 
 namespace zinc {
 
@@ -35,6 +36,21 @@ llvm::SmallVector<int64_t, 6> flattenedToMatrix(llvm::ArrayRef<int64_t> shape) {
   for (int64_t d : shape.drop_back())
     rows *= d;
   return {rows, shape.back()};
+}
+
+bool stridedMatrixLayout(int64_t rows, int64_t cols, int64_t rowStride,
+                         int64_t colStride, bool &transposed, int64_t &ld) {
+  if (colStride == 1 || cols == 1) {
+    transposed = false;
+    ld = rows == 1 ? std::max<int64_t>(cols, 1) : rowStride;
+    return ld >= std::max<int64_t>(cols, 1);
+  }
+  if (rowStride == 1 || rows == 1) {
+    transposed = true;
+    ld = cols == 1 ? std::max<int64_t>(rows, 1) : colStride;
+    return ld >= std::max<int64_t>(rows, 1);
+  }
+  return false;
 }
 
 llvm::Expected<MatMulGeometry> fusedMatMulGeometry(llvm::ArrayRef<int64_t> a,

@@ -157,8 +157,11 @@ llvm::Optional<StridedView> gemmView(ir::Value *operand) {
     return llvm::None;
   StridedView s = viewThrough(operand);
   size_t r = s.shape.size();
+  bool transposed;
+  int64_t ld;
   if (s.base == operand || r < 2 || updatedInPlace(s.base) ||
-      (s.strides[r - 1] != 1 && s.strides[r - 2] != 1))
+      !stridedMatrixLayout(s.shape[r - 2], s.shape[r - 1], s.strides[r - 2],
+                           s.strides[r - 1], transposed, ld))
     return llvm::None;
   return s;
 }
@@ -223,6 +226,12 @@ llvm::Expected<bool> FoldTransposes::run(ir::Graph &g, PassContext &) {
   bool changed = false;
   for (ir::Node *n : g.nodes()) {
     if (llvm::Optional<Product> p = productOf(*n)) {
+      // A product already reading an operand flattened or through a view is
+      // as folded as it gets (a transpose of a flattening is not the
+      // flattening's transpose).
+      if (n->attrs.has("flattenA") || n->attrs.has("flattenB") ||
+          n->attrs.has("viewA") || n->attrs.has("viewB"))
+        continue;
       // Operands that are transposes are read through them.
       Product folded = *p;
       if (ir::Value *a = untransposed(p->a)) {
@@ -280,7 +289,10 @@ llvm::Expected<bool> FoldTransposes::run(ir::Graph &g, PassContext &) {
     if (!in->def || in->uses().size() != 1 || g.isOutput(in))
       continue;
     llvm::Optional<Product> p = productOf(*in->def);
-    if (!p || p->a->shape.size() < 2 || p->b->shape.size() < 2)
+    // A product reading through views keeps them: productOf does not carry
+    // them over.
+    if (!p || p->a->shape.size() < 2 || p->b->shape.size() < 2 ||
+        in->def->attrs.has("viewA") || in->def->attrs.has("viewB"))
       continue;
     Product swapped{p->b,      p->a,        !p->transB, !p->transA,
                     p->alpha, p->flattenB, p->flattenA};

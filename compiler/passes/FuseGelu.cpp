@@ -170,7 +170,9 @@ void eraseDead(ir::Graph &g, llvm::SmallVectorImpl<ir::Node *> &candidates) {
   bool erased = true;
   while (erased) {
     erased = false;
-    for (ir::Node *&n : candidates) {
+    // By index: the loop appends to the list it walks.
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      ir::Node *n = candidates[i];
       if (!n)
         continue;
       bool dead = true;
@@ -183,7 +185,7 @@ void eraseDead(ir::Graph &g, llvm::SmallVectorImpl<ir::Node *> &candidates) {
         if (in && in->def && llvm::find(candidates, in->def) == candidates.end())
           candidates.push_back(in->def);
       g.eraseNode(n);
-      n = nullptr;
+      candidates[i] = nullptr;
       erased = true;
     }
   }

@@ -59,6 +59,14 @@ llvm::Expected<MatMulGeometry> fusedMatMulGeometry(llvm::ArrayRef<int64_t> a,
                                                    llvm::ArrayRef<int64_t> b,
                                                    const AttributeList &attrs);
 
+/// How BLAS reads a [rows, cols] matrix stored with `rowStride` and
+/// `colStride` (a strided view's last two axes): row-major with leading
+/// dimension `ld`, or, when `transposed`, as the row-major transpose. An
+/// axis of length 1 may have any stride. False when neither axis is
+/// contiguous or the rows (columns) overlap, which BLAS cannot read.
+bool stridedMatrixLayout(int64_t rows, int64_t cols, int64_t rowStride,
+                         int64_t colStride, bool &transposed, int64_t &ld);
+
 /// numpy broadcasting of two shapes; an error names both.
 llvm::Expected<llvm::SmallVector<int64_t, 6>>
 broadcastBatch(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);

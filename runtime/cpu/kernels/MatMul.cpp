@@ -212,10 +212,12 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
     if (r < 2 || v.size() != r + 1)
       return kernelError(op + ": view" + which + " needs an offset and " +
                          llvm::Twine(r) + " strides");
-    int64_t row = v[r - 1], col = v[r];
-    if (col != 1 && row != 1)
+    bool transposed = false;
+    int64_t leading = 0;
+    if (!stridedMatrixLayout(shape[r - 2], shape[r - 1], v[r - 1], v[r],
+                             transposed, leading))
       return kernelError("unsupported: " + op + " reading operand " + which +
-                         " with neither axis contiguous");
+                         " with strides no BLAS layout has");
     // The view's last element must lie inside the tensor.
     int64_t last = v[0];
     for (size_t d = 0; d < r; ++d)
@@ -225,8 +227,8 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
                          formatShape(t.shape) + " operand");
     viewed = true;
     base = v[0];
-    trans = trans != (col != 1);
-    ld = col == 1 ? row : col;
+    trans = trans != transposed;
+    ld = leading;
     // Batch strides, broadcast to the product's batch (right-aligned).
     llvm::ArrayRef<int64_t> batchDims = shape.drop_back(2);
     size_t lead = g.batch.size() - batchDims.size();
@@ -275,7 +277,7 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
       T *py = y->as<T>();
       T beta = 0;
-      if (bias) {
+      if (bias && n > 0) {
         const T *pbias = bias->as<const T>();
         int64_t yRows = y->numElements() / n;
         parallelFor(yRows, yRows * n >= kParallelMin, [&](int64_t r) {

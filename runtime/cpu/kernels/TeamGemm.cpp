@@ -83,10 +83,13 @@ template <typename T> static void teamGemmT(const GemmArgs<T> &g) {
   // threads past `shares` have no share.
 #pragma omp parallel
   {
+    // The team may be smaller than asked (OMP_DYNAMIC, thread limits):
+    // the shares are cut for the threads that came.
     int t = omp_get_thread_num();
-    if (t < shares) {
+    int parts = std::min(shares, omp_get_num_threads());
+    if (t < parts) {
       int64_t begin, end;
-      gemmShare(extent, shares, t, begin, end);
+      gemmShare(extent, parts, t, begin, end);
       if (begin < end)
         gemmOnThisThread(slice(g, byColumns, begin, end));
     }

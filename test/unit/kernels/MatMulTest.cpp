@@ -416,3 +416,22 @@ TEST(FusedMatMulKernel, StridedViewsOfTheFusedProjection) {
 }
 
 } // namespace
+
+namespace {
+
+/// A view with a length-1 axis whose stride BLAS cannot take as a leading
+/// dimension: [2,1,3] rows of a [2,3] tensor with strides (3, 1, 1). The
+/// kernel picks a leading dimension that fits the matrix.
+TEST(FusedMatMulKernel, ViewWithALengthOneAxis) {
+  V xv = ramp(6, 2), wv = ramp(6, 5);
+  OwnedTensor x = OwnedTensor::f32({2, 3}, xv), w = OwnedTensor::f32({3, 2}, wv);
+  OwnedTensor y(DType::F32, {2, 1, 2});
+  ASSERT_EQ(errorText(runKernel(runFusedMatMul, "FusedMatMul",
+                                attrs({intsAttr("shapeA", {2, 1, 3}),
+                                       intsAttr("viewA", {0, 3, 1, 1})}),
+                                {&x, &w}, {&y})),
+            "");
+  EXPECT_EQ(y.f32s(), naiveMatMul(xv, {2, 1, 3}, wv, {3, 2}));
+}
+
+} // namespace
