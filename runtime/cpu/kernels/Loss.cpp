@@ -132,27 +132,25 @@ static void lossForSample(const LossProblem &p, bool softmax, int64_t n,
   // lse[d] = log(sum_c exp(x[c, d])), computed stably around the maximum;
   // the loops run over d innermost so they are contiguous.
   std::fill(lse, lse + numD, C(0));
-  if constexpr (std::is_same_v<T, float>) {
-    if (softmax && numD == 1 && numC >= kRowMathMinRow) {
-      // [N, C] in f32: RowMath's vector loops.
-      const RowMath &rm = rowMath();
-      float m = rm.max(x, numC);
-      lse[0] = m + std::log(rm.sumExp(x, numC, m));
-      if (p.logProb) {
-        float *lp = p.logProb->as<float>() + n * numC;
-        for (int64_t c = 0; c < numC; ++c)
-          lp[c] = x[c] - lse[0];
-      }
-      softmax = false; // lse is done
-    }
-  }
   if (softmax && numD == 1) {
-    // [N, C] (the common language-model case): one contiguous row.
+    // [N, C] (the common language-model case): one contiguous row, through
+    // RowMath's vector loops for f32 rows long enough.
     C m = -std::numeric_limits<C>::infinity(), sum = 0;
-    for (int64_t c = 0; c < numC; ++c)
-      m = std::max(m, load(x[c]));
-    for (int64_t c = 0; c < numC; ++c)
-      sum += std::exp(load(x[c]) - m);
+    bool vector = false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (numC >= kRowMathMinRow) {
+        const RowMath &rm = rowMath();
+        m = rm.max(x, numC);
+        sum = rm.sumExp(x, numC, m);
+        vector = true;
+      }
+    }
+    if (!vector) {
+      for (int64_t c = 0; c < numC; ++c)
+        m = std::max(m, load(x[c]));
+      for (int64_t c = 0; c < numC; ++c)
+        sum += std::exp(load(x[c]) - m);
+    }
     lse[0] = m + std::log(sum);
     if (p.logProb) {
       T *lp = p.logProb->as<T>() + n * numC;
