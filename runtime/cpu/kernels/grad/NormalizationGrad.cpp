@@ -68,6 +68,13 @@ static void softmaxGradColumns(const T *y, const T *dy, T *dx, int64_t d,
 /// The same on one contiguous row, the common case (the last axis).
 template <bool isLog, typename T>
 static void softmaxGradRow(const T *y, const T *dy, T *dx, int64_t d) {
+  if constexpr (!isLog && std::is_same_v<T, float>) {
+    if (d >= kRowMathMinRow) {
+      const RowMath &rm = rowMath();
+      rm.softmaxGrad(y, dy, dx, d, rm.dot(dy, y, d));
+      return;
+    }
+  }
   using C = ComputeT<T>;
   double sum = 0;
 #pragma omp simd reduction(+ : sum)
