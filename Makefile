@@ -50,19 +50,29 @@ test: build test-venv
 bench: build
 	/usr/bin/python3 bench/train_gpt.py --build-dir $(BUILD)
 
-# CPU AdamW params/s vs torch.optim.Adam(foreach=True) and a STREAM triad; JSON in bench/results/.
+# DeepSpeed's own ops (cpu_adam, async_io) as the baseline of bench-adam and
+# bench-nvme: the venv bench/setup_deepspeed.sh makes (make bench-deepspeed).
+DS_VENV ?= /var/tmp/zinc-ds-venv
+DS_PYTHON = $(if $(wildcard $(DS_VENV)/bin/python),--ds-python $(DS_VENV)/bin/python)
+.PHONY: bench-deepspeed
+bench-deepspeed:
+	bash bench/setup_deepspeed.sh $(DS_VENV)
+
+# CPU AdamW params/s vs DeepSpeedCPUAdam (with DS_VENV), torch.optim.Adam(foreach=True)
+# and a STREAM triad; JSON in bench/results/.
 bench-adam: build
-	/usr/bin/python3 bench/cpu_adam.py --build-dir $(BUILD)
+	/usr/bin/python3 bench/cpu_adam.py --build-dir $(BUILD) $(DS_PYTHON)
 
 clean:
 	rm -rf $(BUILD)
 
-# Sequential NVMe-tier GB/s, zinc vs fio with the same block size and queue depth
-# (bench/README.md); JSON in bench/results/. NVME_DIR must not be tmpfs.
+# Sequential NVMe-tier GB/s, zinc vs DeepSpeed's aio (with DS_VENV) and fio with the
+# same block size and queue depth (bench/README.md); JSON in bench/results/.
+# NVME_DIR must not be tmpfs.
 NVME_DIR ?= /var/tmp/zinc-bench-nvme
 .PHONY: bench-nvme
 bench-nvme: build
-	/usr/bin/python3 bench/nvme_io.py --build-dir $(BUILD) --dir $(NVME_DIR)
+	/usr/bin/python3 bench/nvme_io.py --build-dir $(BUILD) --dir $(NVME_DIR) $(DS_PYTHON)
 
 # zinc-compile's seconds and peak RSS from 1.3B to 1T parameters and on a
 # 100k-node graph (bench/README.md); JSON in bench/results/.

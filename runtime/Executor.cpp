@@ -10,40 +10,14 @@
 // per event.
 //
 //===----------------------------------------------------------------------===//
-#include "zinc/runtime/Executor.h"
-#include "zinc/support/Error.h"
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
+#include "ExecutorImpl.h"
 #include <cstring>
-#include <mutex>
-#include <thread>
 
 namespace zinc::rt {
 
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-/// What one worker (or the serial loop) measured this step.
-struct LaneStats {
-  TransferBytes bytes;
-
-  void merge(const LaneStats &o) {
-    bytes.h2d += o.bytes.h2d;
-    bytes.d2h += o.bytes.d2h;
-    bytes.nvmeRead += o.bytes.nvmeRead;
-    bytes.nvmeWrite += o.bytes.nvmeWrite;
-  }
-};
-
-} // namespace
-
-/// Runs one instruction: its kernel, or its copy between tiers.
-static llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
-                                  int64_t step, uint64_t seed,
-                                  LaneStats &stats) {
+llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
+                           int64_t step, uint64_t seed,
+                           detail::LaneStats &stats) {
   if (inst.kind == InstructionKind::Kernel) {
     // The call's part of its stream's workspace: the stream runs one
     // instruction at a time, so every call starts at the beginning.
@@ -99,207 +73,11 @@ static llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
   return llvm::Error::success();
 }
 
-static llvm::Error nodeError(const PreparedInstruction &inst, llvm::Error err) {
+llvm::Error nodeError(const PreparedInstruction &inst, llvm::Error err) {
   return addContext(std::move(err), "node '" + inst.source->name() + "' (" +
                                         inst.source->op() + ")");
 }
 
-struct Executor::Impl {
-  /// One stream's worker.
-  struct Lane {
-    plan::Stream stream = plan::STREAM_COMPUTE;
-    std::vector<unsigned> instructions; // plan indices, in plan order
-    LaneStats stats;
-    /// Plan index and message of the instruction that failed, if any.
-    bool failed = false;
-    unsigned failedAt = 0;
-    std::string error;
-    std::thread thread;
-  };
-
-  Program &program;
-  bool serial;
-  /// The run's seed (ExecutorOptions::seed), passed to every kernel.
-  uint64_t seed;
-  std::vector<Lane> lanes;
-  /// Per plan index, when it started and ended (only while recording).
-  std::vector<double> starts, ends;
-
-  std::mutex mutex;
-  /// Wakes workers: a step starts, an event is signalled, a stream failed,
-  /// or the executor stops.
-  std::condition_variable wake;
-  /// Wakes the main thread when a worker finishes its step.
-  std::condition_variable done;
-  uint64_t generation = 0;
-  unsigned finished = 0;
-  bool stopping = false;
-  std::atomic<bool> failed{false};
-  std::vector<uint32_t> eventCounts;
-  int64_t stepNumber = 1;
-  bool recording = false;
-  Clock::time_point stepStart;
-
-  Impl(Program &program, bool serial, uint64_t seed)
-      : program(program), serial(serial), seed(seed) {}
-
-  double since(Clock::time_point t) const {
-    return std::chrono::duration<double>(t - stepStart).count();
-  }
-
-  bool satisfied(const PreparedInstruction &inst) const {
-    for (auto [event, count] : inst.waits)
-      if (eventCounts[event] < count)
-        return false;
-    return true;
-  }
-
-  void runLane(Lane &lane) {
-    auto &prepared = program.instructions();
-    for (unsigned index : lane.instructions) {
-      PreparedInstruction &inst = prepared[index];
-      if (!inst.waits.empty()) {
-        std::unique_lock<std::mutex> lock(mutex);
-        wake.wait(lock, [&] { return failed.load() || satisfied(inst); });
-      }
-      if (failed.load())
-        return;
-      if (recording)
-        starts[index] = since(Clock::now());
-      if (llvm::Error err =
-              runInstruction(program, inst, stepNumber, seed, lane.stats)) {
-        std::string message = llvm::toString(nodeError(inst, std::move(err)));
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          lane.failed = true;
-          lane.failedAt = index;
-          lane.error = std::move(message);
-          failed = true;
-        }
-        wake.notify_all();
-        return;
-      }
-      if (recording)
-        ends[index] = since(Clock::now());
-      if (!inst.signals.empty()) {
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          for (uint32_t e : inst.signals)
-            ++eventCounts[e];
-        }
-        wake.notify_all();
-      }
-    }
-  }
-
-  void work(Lane &lane) {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        wake.wait(lock, [&] { return stopping || generation != seen; });
-        if (stopping)
-          return;
-        seen = generation;
-      }
-      lane.stats = LaneStats();
-      runLane(lane);
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        ++finished;
-      }
-      done.notify_one();
-    }
-  }
-
-  llvm::Expected<StepResult> runSerial(int64_t step, bool record) {
-    StepResult result;
-    stepStart = Clock::now();
-    LaneStats stats;
-    unsigned index = 0;
-    for (PreparedInstruction &inst : program.instructions()) {
-      double start = record ? since(Clock::now()) : 0;
-      if (llvm::Error err = runInstruction(program, inst, step, seed, stats))
-        return nodeError(inst, std::move(err));
-      if (record)
-        result.timings.push_back(
-            {index, inst.stream, start, since(Clock::now())});
-      ++index;
-    }
-    result.seconds = since(Clock::now());
-    if (auto err = fill(result, stats))
-      return err;
-    return result;
-  }
-
-  /// The step's counts, and the peaks read from the arenas now that every
-  /// stream is through.
-  llvm::Error fill(StepResult &result, const LaneStats &stats) {
-    result.bytes = stats.bytes;
-    auto gpu = program.gpuArena().touchedBytes();
-    if (!gpu)
-      return gpu.takeError();
-    auto cpu = program.cpuArena().touchedBytes();
-    if (!cpu)
-      return cpu.takeError();
-    result.measuredGpuPeak = *gpu;
-    result.measuredCpuPeak = *cpu;
-    return llvm::Error::success();
-  }
-
-  llvm::Expected<StepResult> runConcurrent(int64_t step, bool record) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      std::fill(eventCounts.begin(), eventCounts.end(), 0);
-      failed = false;
-      finished = 0;
-      stepNumber = step;
-      recording = record;
-      for (Lane &lane : lanes)
-        lane.failed = false;
-      stepStart = Clock::now();
-      ++generation;
-    }
-    wake.notify_all();
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      done.wait(lock, [&] { return finished == lanes.size(); });
-    }
-    StepResult result;
-    result.seconds = since(Clock::now());
-    // The first failure in plan order is the step's error; the others
-    // stopped because of it.
-    const Lane *first = nullptr;
-    LaneStats stats;
-    for (Lane &lane : lanes) {
-      stats.merge(lane.stats);
-      if (lane.failed && (!first || lane.failedAt < first->failedAt))
-        first = &lane;
-    }
-    if (first)
-      return makeError(first->error);
-    if (auto err = fill(result, stats))
-      return err;
-    if (record) {
-      result.timings.reserve(starts.size());
-      auto &prepared = program.instructions();
-      for (unsigned i = 0; i < starts.size(); ++i)
-        result.timings.push_back({i, prepared[i].stream, starts[i], ends[i]});
-    }
-    return result;
-  }
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      stopping = true;
-    }
-    wake.notify_all();
-    for (Lane &lane : lanes)
-      if (lane.thread.joinable())
-        lane.thread.join();
-  }
-};
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 

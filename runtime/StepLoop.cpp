@@ -120,6 +120,24 @@ static llvm::json::Value metricsLine(const StepReport &r) {
       {"peak_bytes", llvm::json::Object{{"gpu", r.measuredGpuPeak},
                                         {"cpu", r.measuredCpuPeak}}}};
   line["loss"] = r.loss ? llvm::json::Value(*r.loss) : llvm::json::Value(nullptr);
+  if (r.nvmeIo) {
+    // Measured by the tier's I/O thread: busy seconds are those during which
+    // a request of that direction was in the kernel, so bytes / busy is the
+    // device rate the step got, whatever overlapped it.
+    const NvmeIoStats &io = *r.nvmeIo;
+    auto rate = [](uint64_t bytes, double seconds) {
+      return seconds > 0 ? bytes / seconds : 0.0;
+    };
+    line["nvme_io"] = llvm::json::Object{
+        {"read_bytes", io.readBytes},
+        {"write_bytes", io.writeBytes},
+        {"read_requests", io.readRequests},
+        {"write_requests", io.writeRequests},
+        {"read_busy_seconds", io.readBusySeconds},
+        {"write_busy_seconds", io.writeBusySeconds},
+        {"read_bytes_per_second", rate(io.readBytes, io.readBusySeconds)},
+        {"write_bytes_per_second", rate(io.writeBytes, io.writeBusySeconds)}};
+  }
   if (r.lossScale) {
     line["loss_scale"] = *r.lossScale;
     line["skipped"] = r.skipped;
@@ -286,6 +304,8 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
     report.measuredGpuPeak = result->measuredGpuPeak;
     report.measuredCpuPeak = result->measuredCpuPeak;
     report.bytes = result->bytes;
+    if (result->hasNvme)
+      report.nvmeIo = result->nvmeIo;
     if (lossId >= 0)
       report.loss = readScalar(program.tensor(lossId));
     if (plan.has_loss_scaling()) {

@@ -2,7 +2,9 @@
 #include "zinc/passes/TierLayout.h"
 #include "zinc/support/KernelWorkspace.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/ADT/STLExtras.h"
 #include <future>
+#include <numeric>
 
 namespace zinc {
 
@@ -36,6 +38,45 @@ void kernelWorkspaces(const ir::Graph &g, uint64_t (&bytes)[kNumStreams]) {
   }
 }
 
+/// Whether node `n` reads its input `i` (a zinc.CopyInto writes its second).
+static bool readsInput(const ir::Node &n, unsigned i) {
+  return !(i == 1 && n.domain == "zinc" && n.opType == "CopyInto");
+}
+
+/// The NVMe tier holds step-long values only (model states), so no packing
+/// can share bytes between them, and their order is free. Laid out in the
+/// order of their last read in the step, the tensors the optimizer phase
+/// reads together (a parameter and its moments, one after the other) lie
+/// together, and the runtime moves them as one request (NvmeLane.cpp).
+/// None when some value of the tier is not step-long.
+static llvm::Optional<ArenaLayout>
+layoutInReadOrder(llvm::ArrayRef<const ir::Value *> members,
+                  llvm::ArrayRef<BufferInterval> intervals, int64_t last,
+                  const llvm::DenseMap<const ir::Value *, int64_t> &lastRead,
+                  uint64_t alignment) {
+  for (const BufferInterval &iv : intervals)
+    if (iv.begin != 0 || iv.end != last)
+      return llvm::None;
+  std::vector<size_t> order(intervals.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto key = [&](size_t i) -> int64_t {
+    if (i >= members.size())
+      return -1; // a workspace (none lives in this tier today)
+    auto it = lastRead.find(members[i]);
+    return it == lastRead.end() ? -1 : it->second;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return key(a) < key(b); });
+  ArenaLayout layout;
+  layout.offsets.assign(intervals.size(), 0);
+  for (size_t i : order) {
+    layout.offsets[i] = layout.peak;
+    layout.peak += llvm::alignTo(std::max<uint64_t>(intervals[i].size, 1), alignment);
+  }
+  layout.liveLowerBound = layout.peak;
+  return layout;
+}
+
 TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers) {
   TierLayout layout;
   kernelWorkspaces(g, layout.workspaceBytes);
@@ -64,6 +105,14 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
   for (auto &entry : layout.intervals)
     if (entry.second.begin > entry.second.end) // Never touched.
       entry.second.begin = entry.second.end = 0;
+  llvm::DenseMap<const ir::Value *, int64_t> lastNvmeRead;
+  if (llvm::is_contained(tiers, ir::Tier::Nvme))
+    for (int64_t pos = 0; pos < static_cast<int64_t>(order.size()); ++pos)
+      for (unsigned i = 0; i < order[pos]->inputs.size(); ++i) {
+        const ir::Value *v = order[pos]->inputs[i];
+        if (v && v->tier == ir::Tier::Nvme && readsInput(*order[pos], i))
+          lastNvmeRead[v] = pos;
+      }
 
   struct TierPacking {
     ir::Tier tier;
@@ -96,7 +145,15 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
   constexpr size_t kBuffersWorthAThread = 8192;
   std::future<void> first;
   for (size_t i = 0; i < packings.size(); ++i) {
-    auto pack = [&p = packings[i]] { p.arena = layoutArena(p.intervals, tierAlignment(p.tier)); };
+    auto pack = [&p = packings[i], &lastNvmeRead, last] {
+      if (p.tier == ir::Tier::Nvme)
+        if (auto inOrder = layoutInReadOrder(p.members, p.intervals, last,
+                                             lastNvmeRead, tierAlignment(p.tier))) {
+          p.arena = std::move(*inOrder);
+          return;
+        }
+      p.arena = layoutArena(p.intervals, tierAlignment(p.tier));
+    };
     if (i == 0 && packings.size() > 1 && buffers >= kBuffersWorthAThread)
       first = std::async(std::launch::async, pack);
     else

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <libaio.h>
+#include <sys/uio.h>
 #include <unordered_map>
 #include <vector>
 
@@ -23,9 +24,14 @@ namespace {
 struct Slot {
   iocb cb;
   IoOp *op = nullptr;
+  /// Tier offset, and where the block starts within its op's bytes.
   uint64_t offset = 0;
-  uint8_t *ptr = nullptr;
+  uint64_t opPos = 0;
   uint64_t len = 0;
+  /// The block's host pieces: one unless the op is gathered and the block
+  /// spans two of its segments (then the iocb is vectored).
+  llvm::SmallVector<std::pair<uint8_t *, uint64_t>, 4> pieces;
+  llvm::SmallVector<iovec, 4> iov;
 };
 
 /// io_submit refusing with EAGAIN while nothing is in flight means the kernel
@@ -117,7 +123,7 @@ void AioEngine::fill() {
     uint64_t len = std::min(config.blockBytes, op->span - op->issued);
     slot->op = op;
     slot->offset = op->request.tierOffset + op->issued;
-    slot->ptr = static_cast<uint8_t *>(op->request.host) + op->issued;
+    slot->opPos = op->issued;
     slot->len = len;
     prepare(*slot);
     backlog.push_back(&slot->cb);
@@ -127,10 +133,25 @@ void AioEngine::fill() {
 }
 
 void AioEngine::prepare(Slot &slot) {
-  if (slot.op->request.kind == IoKind::Read)
-    io_prep_pread(&slot.cb, config.fd, slot.ptr, slot.len, slot.offset);
-  else
-    io_prep_pwrite(&slot.cb, config.fd, slot.ptr, slot.len, slot.offset);
+  bool read = slot.op->request.kind == IoKind::Read;
+  slot.pieces.clear();
+  hostPieces(*slot.op, slot.opPos, slot.len, slot.pieces);
+  if (slot.pieces.size() == 1) {
+    uint8_t *ptr = slot.pieces[0].first;
+    if (read)
+      io_prep_pread(&slot.cb, config.fd, ptr, slot.len, slot.offset);
+    else
+      io_prep_pwrite(&slot.cb, config.fd, ptr, slot.len, slot.offset);
+  } else {
+    slot.iov.clear();
+    for (auto [ptr, bytes] : slot.pieces)
+      slot.iov.push_back({ptr, bytes});
+    int n = static_cast<int>(slot.iov.size());
+    if (read)
+      io_prep_preadv(&slot.cb, config.fd, slot.iov.data(), n, slot.offset);
+    else
+      io_prep_pwritev(&slot.cb, config.fd, slot.iov.data(), n, slot.offset);
+  }
   slot.cb.data = &slot;
 }
 
@@ -142,6 +163,9 @@ void AioEngine::submitBacklog() {
     int n = io_submit(ctx, static_cast<long>(backlog.size() - done),
                       backlog.data() + done);
     if (n > 0) {
+      for (int i = 0; i < n; ++i)
+        blockIssued(static_cast<Slot *>(backlog[done + i]->data)
+                        ->op->request.kind);
       done += n;
       inflight += n;
       retries = 0;
@@ -192,6 +216,7 @@ void AioEngine::reap() {
     --inflight;
     // res is the byte count, or -errno in an unsigned field.
     long res = static_cast<long>(events[i].res);
+    blockDone(slot.op->request.kind, res > 0 ? static_cast<uint64_t>(res) : 0);
     if (res < 0) {
       failBlock(slot, "io_getevents", static_cast<int>(-res));
       continue;
@@ -216,7 +241,7 @@ void AioEngine::reap() {
       continue;
     }
     slot.offset += got;
-    slot.ptr += got;
+    slot.opPos += got;
     slot.len -= got;
     prepare(slot);
     backlog.push_back(&slot.cb);

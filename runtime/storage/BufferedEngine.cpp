@@ -20,13 +20,22 @@ public:
 
 private:
   void run() override {
+    llvm::SmallVector<std::pair<uint8_t *, uint64_t>, 4> pieces;
     while (std::unique_ptr<IoOp> op = takeOp(/*block=*/true)) {
-      auto *host = static_cast<uint8_t *>(op->request.host);
+      IoKind kind = op->request.kind;
       while (op->issued < op->span && op->error.empty()) {
         uint64_t len = std::min(config.blockBytes, op->span - op->issued);
-        op->error = syncTransfer(config.fd, config.path, op->request.kind,
-                                 op->request.tierOffset + op->issued,
-                                 host + op->issued, len);
+        pieces.clear();
+        hostPieces(*op, op->issued, len, pieces);
+        uint64_t at = op->request.tierOffset + op->issued;
+        blockIssued(kind);
+        for (auto [host, bytes] : pieces) {
+          op->error = syncTransfer(config.fd, config.path, kind, at, host, bytes);
+          if (!op->error.empty())
+            break;
+          at += bytes;
+        }
+        blockDone(kind, op->error.empty() ? len : 0);
         op->issued += len;
       }
       finish(std::move(op));

@@ -1,5 +1,6 @@
 //===- IoEngine.cpp - Queue, completion and validate of the I/O thread ----===//
 #include "IoEngine.h"
+#include <cassert>
 #include <cstring>
 
 namespace zinc::storage::detail {
@@ -19,6 +20,45 @@ void IoEngine::enqueue(std::unique_ptr<IoOp> op) {
     queue.push_back(std::move(op));
   }
   cv.notify_one();
+}
+
+IoStats IoEngine::stats() const {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  return totals;
+}
+
+void IoEngine::blockIssued(IoKind kind) {
+  unsigned k = kind == IoKind::Write;
+  if (busyBlocks[k]++ == 0)
+    busySince[k] = std::chrono::steady_clock::now();
+}
+
+void IoEngine::blockDone(IoKind kind, uint64_t bytes) {
+  unsigned k = kind == IoKind::Write;
+  std::lock_guard<std::mutex> lock(statsMutex);
+  totals.bytes[k] += bytes;
+  if (--busyBlocks[k] == 0)
+    totals.busySeconds[k] += std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - busySince[k])
+                                 .count();
+}
+
+void hostPieces(const IoOp &op, uint64_t pos, uint64_t len,
+                llvm::SmallVectorImpl<std::pair<uint8_t *, uint64_t>> &out) {
+  uint64_t segStart = 0;
+  for (const IoSegment &seg : op.segments) {
+    uint64_t segEnd = segStart + seg.bytes;
+    if (len == 0)
+      break;
+    if (pos < segEnd) {
+      uint64_t take = std::min(len, segEnd - pos);
+      out.push_back({static_cast<uint8_t *>(seg.host) + (pos - segStart), take});
+      pos += take;
+      len -= take;
+    }
+    segStart = segEnd;
+  }
+  assert(len == 0 && "a block past the op's segments");
 }
 
 void IoEngine::start() {
@@ -47,6 +87,10 @@ std::unique_ptr<IoOp> IoEngine::takeOp(bool block) {
 }
 
 void IoEngine::finish(std::unique_ptr<IoOp> op) {
+  {
+    std::lock_guard<std::mutex> lock(statsMutex);
+    ++totals.requests[op->request.kind == IoKind::Write];
+  }
   if (op->error.empty() && op->request.kind == IoKind::Write) {
     if (config.afterWriteHook)
       config.afterWriteHook(op->request);
@@ -63,7 +107,7 @@ std::string IoEngine::validateWrite(const IoOp &op) {
       return config.path + ": validate: " + llvm::toString(buffer.takeError());
     scratch = std::move(*buffer);
   }
-  const auto *host = static_cast<const uint8_t *>(op.request.host);
+  llvm::SmallVector<std::pair<uint8_t *, uint64_t>, 4> pieces;
   for (uint64_t done = 0; done < op.request.bytes;) {
     uint64_t offset = op.request.tierOffset + done;
     // Re-read whole sectors (O_DIRECT), compare only the request's bytes.
@@ -73,15 +117,23 @@ std::string IoEngine::validateWrite(const IoOp &op) {
     if (!err.empty())
       return "validate: " + err;
     uint64_t compare = std::min(span, op.request.bytes - done);
-    if (std::memcmp(scratch.data(), host + done, compare) != 0) {
-      uint64_t at = 0;
-      while (scratch.data()[at] == host[done + at])
-        ++at;
-      return (config.path + ": validate: the tier holds different bytes than " +
-              "were written at offset " + llvm::Twine(offset + at) +
-              " (write of " + llvm::Twine(op.request.bytes) +
-              " bytes at offset " + llvm::Twine(op.request.tierOffset) + ")")
-          .str();
+    pieces.clear();
+    hostPieces(op, done, compare, pieces);
+    const uint8_t *read = scratch.data();
+    for (auto [host, len] : pieces) {
+      if (std::memcmp(read, host, len) != 0) {
+        uint64_t at = 0;
+        while (read[at] == host[at])
+          ++at;
+        return (config.path +
+                ": validate: the tier holds different bytes than " +
+                "were written at offset " +
+                llvm::Twine(offset + (read - scratch.data()) + at) +
+                " (write of " + llvm::Twine(op.request.bytes) +
+                " bytes at offset " + llvm::Twine(op.request.tierOffset) + ")")
+            .str();
+      }
+      read += len;
     }
     done += span;
   }

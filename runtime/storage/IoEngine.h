@@ -13,6 +13,8 @@
 #include "zinc/runtime/storage/AlignedBuffer.h"
 #include "zinc/runtime/storage/NvmeTier.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/ADT/SmallVector.h"
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -36,6 +38,9 @@ struct IoState {
 /// A queued request and the engine's progress through it.
 struct IoOp {
   IoRequest request;
+  /// The host side, in tier order; one segment {request.host, span} unless
+  /// the request was gathered. Their lengths add up to `span`.
+  llvm::SmallVector<IoSegment, 1> segments;
   /// request.bytes rounded up to whole sectors: what is transferred.
   uint64_t span = 0;
   /// Bytes handed to the kernel so far (the next block starts here).
@@ -59,6 +64,11 @@ struct EngineConfig {
   std::function<void(const IoRequest &)> afterWriteHook;
 };
 
+/// The host pieces of op bytes [pos, pos + len), appended to `out` as
+/// (address, length) pairs.
+void hostPieces(const IoOp &op, uint64_t pos, uint64_t len,
+                llvm::SmallVectorImpl<std::pair<uint8_t *, uint64_t>> &out);
+
 /// "<path>: <read|write> at offset <off> (<n> bytes): <call>: <strerror>".
 std::string ioErrorMessage(llvm::StringRef path, IoKind kind, uint64_t offset,
                            uint64_t bytes, llvm::StringRef call, int errnum);
@@ -76,6 +86,8 @@ public:
 
   /// Queues `op` for the I/O thread. Thread-safe.
   void enqueue(std::unique_ptr<IoOp> op);
+  /// What the engine has moved so far. Thread-safe.
+  IoStats stats() const;
 
 protected:
   /// Starts the I/O thread running run().
@@ -91,11 +103,21 @@ protected:
   /// Runs the after-write hook and the validate re-read of a completed write,
   /// then completes the op's handle.
   void finish(std::unique_ptr<IoOp> op);
+  /// Busy-time accounting, on the I/O thread: a block of `kind` entered the
+  /// kernel, or one left it having moved `bytes`.
+  void blockIssued(IoKind kind);
+  void blockDone(IoKind kind, uint64_t bytes);
 
   EngineConfig config;
 
 private:
   std::string validateWrite(const IoOp &op);
+
+  /// Blocks of each direction in the kernel now, and since when one was.
+  unsigned busyBlocks[2] = {0, 0};
+  std::chrono::steady_clock::time_point busySince[2];
+  mutable std::mutex statsMutex;
+  IoStats totals;
 
   std::mutex mutex;
   std::condition_variable cv;

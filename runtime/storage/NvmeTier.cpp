@@ -109,11 +109,48 @@ llvm::Expected<IoHandle> NvmeTier::submit(const IoRequest &request) {
   auto op = std::make_unique<detail::IoOp>();
   op->request = request;
   op->span = alignUpToIo(request.bytes);
+  op->segments.push_back({request.host, op->span});
   op->state = std::make_shared<IoState>();
   IoHandle handle(op->state);
   engine->enqueue(std::move(op));
   return handle;
 }
+
+llvm::Expected<IoHandle>
+NvmeTier::submitGather(IoKind kind, uint64_t tierOffset,
+                       llvm::ArrayRef<IoSegment> segments) {
+  if (segments.size() == 1)
+    return submit({kind, tierOffset, segments[0].host, segments[0].bytes});
+  IoRequest request{kind, tierOffset, segments.empty() ? nullptr : segments[0].host, 0};
+  for (const IoSegment &seg : segments)
+    request.bytes += seg.bytes;
+  if (llvm::Error err = checkRequest(request))
+    return err;
+  auto op = std::make_unique<detail::IoOp>();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const IoSegment &seg = segments[i];
+    bool last = i + 1 == segments.size();
+    if (!seg.host || !isIoAligned(seg.host) || seg.bytes == 0 ||
+        (!last && !isIoAligned(seg.bytes)))
+      return makeError(
+          "nvme tier: " + filePath + ": gathered " +
+          (kind == IoKind::Read ? "read" : "write") + " at offset " +
+          llvm::Twine(tierOffset) + " refused: segment " + llvm::Twine(i) +
+          " of " + llvm::Twine(segments.size()) + " (" + llvm::Twine(seg.bytes) +
+          " bytes) must be non-empty, start " + llvm::Twine(kIoAlignment) +
+          "-byte aligned and, unless last, be whole sectors");
+    op->segments.push_back(
+        {seg.host, last ? alignUpToIo(seg.bytes) : seg.bytes});
+  }
+  op->request = request;
+  op->span = alignUpToIo(request.bytes);
+  op->state = std::make_shared<IoState>();
+  IoHandle handle(op->state);
+  engine->enqueue(std::move(op));
+  return handle;
+}
+
+IoStats NvmeTier::stats() const { return engine->stats(); }
 
 llvm::Expected<IoHandle> NvmeTier::read(uint64_t tierOffset, void *dst,
                                         uint64_t bytes) {

@@ -34,6 +34,10 @@ struct StepResult {
   /// The same in the CPU arena (0 when the plan keeps nothing there).
   uint64_t measuredCpuPeak = 0;
   TransferBytes bytes;
+  /// What the NVMe tier measured during the step (bytes and the seconds a
+  /// request of each direction was in the kernel); zero without a tier.
+  NvmeIoStats nvmeIo;
+  bool hasNvme = false;
   /// Filled only when asked for (tracing), in plan order.
   std::vector<InstructionTiming> timings;
 };

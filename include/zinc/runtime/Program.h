@@ -33,9 +33,11 @@ public:
   Arena(const Arena &) = delete;
   Arena &operator=(const Arena &) = delete;
 
-  /// Maps `capacity` bytes (at least `usable`) and opens the first `usable`.
+  /// Maps `capacity` bytes (at least `usable`) and opens the first `usable`;
+  /// with `hugePages`, on a 2 MiB boundary and advised to use huge pages
+  /// (for buffers O_DIRECT transfers use), else advised against them.
   llvm::Error allocate(uint64_t capacity, uint64_t usable,
-                       llvm::StringRef tierName);
+                       llvm::StringRef tierName, bool hugePages = false);
   uint8_t *base() const { return data; }
   /// Readable and writable bytes from base().
   uint64_t size() const { return usableBytes; }
@@ -44,7 +46,7 @@ public:
 
   /// Measured: the end of the highest page of the usable bytes that was
   /// ever touched (read or written) since allocate(), 0 when none was. A
-  /// multiple of the page size. Residency only grows (short of the system
+  /// multiple of the page size (2 MiB where huge pages back the arena). Residency only grows (short of the system
   /// swapping the arena out), so each call scans only the pages above the
   /// last mark, from the top down, and allocates nothing.
   llvm::Expected<uint64_t> touchedBytes() const;

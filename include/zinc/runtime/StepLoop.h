@@ -35,6 +35,9 @@ struct StepReport {
   uint64_t measuredCpuPeak = 0;
   /// Bytes each link moved this step.
   TransferBytes bytes;
+  /// The NVMe tier's measured traffic this step, when the plan has one
+  /// (--metrics "nvme_io").
+  llvm::Optional<NvmeIoStats> nvmeIo;
   /// With fp16 loss scaling: the scale the next step uses, and whether this
   /// step overflowed and so changed no weight.
   llvm::Optional<double> lossScale;

@@ -441,6 +441,100 @@ TEST_F(NvmeTierTest, ShortReadOfATruncatedFileIsAnError) {
   }
 }
 
+/// Gathers tensors scattered in host memory into one tier range and
+/// scatters them back, with blocks that straddle segments (vectored iocbs).
+void gatherRoundTrip(NvmeTier &tier) {
+  // Lengths in sectors; the last segment may end mid-sector.
+  const std::vector<uint64_t> lengths = {kIoAlignment, 3 * kIoAlignment,
+                                         20 * kIoAlignment, kIoAlignment,
+                                         5 * kIoAlignment + 100};
+  std::vector<AlignedBuffer> srcs, dsts;
+  std::vector<IoSegment> out, in;
+  uint64_t total = 0;
+  unsigned seed = 7;
+  for (uint64_t len : lengths) {
+    srcs.push_back(makeBuffer(len, seed++));
+    dsts.push_back(makeBuffer(len, 0));
+    std::memset(dsts.back().data(), 0, dsts.back().capacity());
+    out.push_back({srcs.back().data(), len});
+    in.push_back({dsts.back().data(), len});
+    total += len;
+  }
+  const uint64_t at = 3 * kIoAlignment;
+  auto written = tier.submitGather(IoKind::Write, at, out);
+  ASSERT_TRUE(static_cast<bool>(written)) << errorText(written.takeError());
+  ASSERT_EQ(errorText(written->wait()), "");
+  // The tier holds the segments back to back.
+  AlignedBuffer whole = makeBuffer(total, 0);
+  ASSERT_EQ(errorText(tier.transfer({IoKind::Read, at, whole.data(), total})), "");
+  uint64_t pos = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_EQ(std::memcmp(whole.data() + pos, srcs[i].data(), lengths[i]), 0)
+        << "segment " << i;
+    pos += lengths[i];
+  }
+  auto read = tier.submitGather(IoKind::Read, at, in);
+  ASSERT_TRUE(static_cast<bool>(read)) << errorText(read.takeError());
+  ASSERT_EQ(errorText(read->wait()), "");
+  for (size_t i = 0; i < lengths.size(); ++i)
+    ASSERT_EQ(std::memcmp(dsts[i].data(), srcs[i].data(), lengths[i]), 0)
+        << "segment " << i;
+}
+
+TEST_F(NvmeTierTest, GatheredRequestsRoundTripAcrossBlocks) {
+  NvmeTierOptions o = options(1 << 20);
+  o.blockBytes = 16 << 10; // blocks of 4 sectors straddle the segments
+  o.queueDepth = 4;
+  o.validate = true;
+  auto tier = create(o);
+  ASSERT_TRUE(tier);
+  gatherRoundTrip(*tier);
+  o.forceBuffered = true;
+  auto buffered = create(o);
+  ASSERT_TRUE(buffered);
+  gatherRoundTrip(*buffered);
+}
+
+TEST_F(NvmeTierTest, GatheredSegmentsMustBeWholeSectorsButTheLast) {
+  auto tier = create(options(1 << 20));
+  ASSERT_TRUE(tier);
+  AlignedBuffer a = makeBuffer(2 * kIoAlignment, 1), b = makeBuffer(kIoAlignment, 2);
+  std::vector<IoSegment> ragged = {{a.data(), 100}, {b.data(), kIoAlignment}};
+  EXPECT_EQ(errorText(tier->submitGather(IoKind::Write, 0, ragged)),
+            "nvme tier: " + tier->path().str() +
+                ": gathered write at offset 0 refused: segment 0 of 2 (100 "
+                "bytes) must be non-empty, start 4096-byte aligned and, "
+                "unless last, be whole sectors");
+  std::vector<IoSegment> misaligned = {{a.data(), kIoAlignment},
+                                       {a.data() + 8, kIoAlignment}};
+  EXPECT_NE(errorText(tier->submitGather(IoKind::Read, 0, misaligned)), "");
+  std::vector<IoSegment> tooFar = {{a.data(), 2 * kIoAlignment},
+                                   {b.data(), kIoAlignment}};
+  EXPECT_NE(errorText(tier->submitGather(IoKind::Read, (1 << 20) - 2 * kIoAlignment,
+                                         tooFar)),
+            "");
+}
+
+TEST_F(NvmeTierTest, StatsCountBytesRequestsAndBusyTimePerDirection) {
+  NvmeTierOptions o = options(4 << 20);
+  o.blockBytes = 64 << 10;
+  auto tier = create(o);
+  ASSERT_TRUE(tier);
+  IoStats before = tier->stats();
+  EXPECT_EQ(before.bytes[0] + before.bytes[1], 0u);
+  AlignedBuffer buf = makeBuffer(1 << 20, 3);
+  ASSERT_EQ(errorText(tier->transfer({IoKind::Write, 0, buf.data(), 1 << 20})), "");
+  ASSERT_EQ(errorText(tier->transfer({IoKind::Write, 1 << 20, buf.data(), 100})), "");
+  ASSERT_EQ(errorText(tier->transfer({IoKind::Read, 0, buf.data(), 1 << 20})), "");
+  IoStats s = tier->stats();
+  EXPECT_EQ(s.bytes[1], (1u << 20) + kIoAlignment); // whole sectors
+  EXPECT_EQ(s.bytes[0], 1u << 20);
+  EXPECT_EQ(s.requests[1], 2u);
+  EXPECT_EQ(s.requests[0], 1u);
+  EXPECT_GT(s.busySeconds[0], 0.0);
+  EXPECT_GT(s.busySeconds[1], 0.0);
+}
+
 TEST(IoHandleTest, DefaultHandleIsDone) {
   IoHandle h;
   EXPECT_TRUE(h.isDone());
@@ -454,6 +548,16 @@ TEST(AlignedBufferTest, AlignedZeroedAndRoundedUp) {
   EXPECT_EQ(buf->size(), 5000u);
   EXPECT_EQ(buf->capacity(), 8192u);
   for (uint64_t i = 0; i < buf->capacity(); ++i)
+    ASSERT_EQ(buf->data()[i], 0);
+}
+
+TEST(AlignedBufferTest, LargeBuffersStartOnAHugePage) {
+  auto buf = AlignedBuffer::allocate(3 * kHugePageBytes + 5);
+  ASSERT_TRUE(static_cast<bool>(buf));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buf->data()) % kHugePageBytes, 0u);
+  EXPECT_EQ(buf->capacity(), 3 * kHugePageBytes + kIoAlignment);
+  buf->data()[buf->capacity() - 1] = 1; // all of it is mapped
+  for (uint64_t i = 0; i + 1 < buf->capacity(); i += 4096)
     ASSERT_EQ(buf->data()[i], 0);
 }
 

@@ -28,6 +28,7 @@
 #define ZINC_RUNTIME_STORAGE_NVMETIER_H
 
 #include "zinc/runtime/storage/AlignedBuffer.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
@@ -52,6 +53,25 @@ struct IoRequest {
   uint64_t tierOffset = 0;
   void *host = nullptr;
   uint64_t bytes = 0;
+};
+
+/// One piece of host memory of a gathered request (NvmeTier::submitGather):
+/// kIoAlignment-aligned, and a whole number of sectors long unless it is the
+/// request's last piece.
+struct IoSegment {
+  void *host = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// What the tier has moved since it was created, per direction (index
+/// 0: reads, 1: writes). Measured on the I/O thread: `busySeconds` is the
+/// time during which at least one block of that direction was in the kernel,
+/// so bytes / busySeconds is the device's rate for that direction whatever
+/// the caller did between requests.
+struct IoStats {
+  uint64_t bytes[2] = {0, 0};
+  uint64_t requests[2] = {0, 0};
+  double busySeconds[2] = {0, 0};
 };
 
 /// Completion of one submitted request. Copies share the same request, so a
@@ -114,6 +134,12 @@ public:
 
   /// Queues `request`; refuses misaligned, empty or out-of-range requests.
   llvm::Expected<IoHandle> submit(const IoRequest &request);
+  /// Queues one request for the contiguous tier range starting at
+  /// `tierOffset` whose host side is `segments`, in order: adjacent tensors
+  /// in the tier move as one run of full blocks (vectored I/O) wherever
+  /// their host buffers are. The segments must stay valid until completion.
+  llvm::Expected<IoHandle> submitGather(IoKind kind, uint64_t tierOffset,
+                                        llvm::ArrayRef<IoSegment> segments);
   llvm::Expected<IoHandle> read(uint64_t tierOffset, void *dst, uint64_t bytes);
   llvm::Expected<IoHandle> write(uint64_t tierOffset, const void *src,
                                  uint64_t bytes);
@@ -127,6 +153,8 @@ public:
   unsigned queueDepth() const { return options.queueDepth; }
   /// False when the tier fell back to (or was forced into) buffered I/O.
   bool usesDirectIo() const { return direct; }
+  /// Bytes, requests and busy time so far, per direction. Thread-safe.
+  IoStats stats() const;
 
 private:
   NvmeTier() = default;

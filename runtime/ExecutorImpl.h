@@ -1,0 +1,303 @@
+//===- ExecutorImpl.h - The executor's state, shared by its files (internal) ===//
+//
+// Executor.cpp runs the streams; NvmeLane.cpp runs the NVMe stream's
+// pipeline of transfers. Both see the workers' shared state declared here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZINC_RUNTIME_EXECUTORIMPL_H
+#define ZINC_RUNTIME_EXECUTORIMPL_H
+
+#include "zinc/runtime/Executor.h"
+#include "zinc/support/Error.h"
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace zinc::rt {
+
+using Clock = std::chrono::steady_clock;
+
+namespace detail {
+
+/// What one worker (or the serial loop) measured this step.
+struct LaneStats {
+  TransferBytes bytes;
+
+  void merge(const LaneStats &o) {
+    bytes.h2d += o.bytes.h2d;
+    bytes.d2h += o.bytes.d2h;
+    bytes.nvmeRead += o.bytes.nvmeRead;
+    bytes.nvmeWrite += o.bytes.nvmeWrite;
+  }
+};
+
+} // namespace detail
+
+/// Runs one instruction: its kernel, or its copy between tiers (NVMe copies
+/// synchronously).
+llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
+                           int64_t step, uint64_t seed,
+                           detail::LaneStats &stats);
+
+/// `err` prefixed with "node 'X' (Op): ".
+llvm::Error nodeError(const PreparedInstruction &inst, llvm::Error err);
+
+struct Executor::Impl {
+  /// One stream's worker.
+  struct Lane {
+    plan::Stream stream = plan::STREAM_COMPUTE;
+    std::vector<unsigned> instructions; // plan indices, in plan order
+    detail::LaneStats stats;
+    /// Plan index and message of the instruction that failed, if any.
+    bool failed = false;
+    unsigned failedAt = 0;
+    std::string error;
+    std::thread thread;
+  };
+
+  Program &program;
+  bool serial;
+  /// The run's seed (ExecutorOptions::seed), passed to every kernel.
+  uint64_t seed;
+  std::vector<Lane> lanes;
+  /// Per plan index, when it started and ended (only while recording).
+  std::vector<double> starts, ends;
+
+  std::mutex mutex;
+  /// Wakes workers: a step starts, an event is signalled, a stream failed,
+  /// or the executor stops.
+  std::condition_variable wake;
+  /// Wakes the main thread when a worker finishes its step.
+  std::condition_variable done;
+  uint64_t generation = 0;
+  unsigned finished = 0;
+  bool stopping = false;
+  std::atomic<bool> failed{false};
+  std::vector<uint32_t> eventCounts;
+  int64_t stepNumber = 1;
+  bool recording = false;
+  Clock::time_point stepStart;
+
+  Impl(Program &program, bool serial, uint64_t seed)
+      : program(program), serial(serial), seed(seed) {}
+
+  double since(Clock::time_point t) const {
+    return std::chrono::duration<double>(t - stepStart).count();
+  }
+
+  bool satisfied(const PreparedInstruction &inst) const {
+    for (auto [event, count] : inst.waits)
+      if (eventCounts[event] < count)
+        return false;
+    return true;
+  }
+
+  /// Blocks until `inst`'s waits are satisfied; false when the step failed.
+  bool waitFor(const PreparedInstruction &inst) {
+    if (!inst.waits.empty()) {
+      std::unique_lock<std::mutex> lock(mutex);
+      wake.wait(lock, [&] { return failed.load() || satisfied(inst); });
+    }
+    return !failed.load();
+  }
+
+  /// True when `inst`'s waits are satisfied now; never blocks on them.
+  bool readyNow(const PreparedInstruction &inst) {
+    if (inst.waits.empty())
+      return true;
+    std::lock_guard<std::mutex> lock(mutex);
+    return satisfied(inst);
+  }
+
+  /// Records that plan instruction `index` started (while recording).
+  void started(unsigned index) {
+    if (recording)
+      starts[index] = since(Clock::now());
+  }
+
+  /// Records its end and signals its events.
+  void completed(unsigned index) {
+    if (recording)
+      ends[index] = since(Clock::now());
+    const PreparedInstruction &inst = program.instructions()[index];
+    if (!inst.signals.empty()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (uint32_t e : inst.signals)
+          ++eventCounts[e];
+      }
+      wake.notify_all();
+    }
+  }
+
+  /// Marks the step failed at plan instruction `index` and wakes everyone.
+  void fail(Lane &lane, unsigned index, llvm::Error err) {
+    std::string message = llvm::toString(
+        nodeError(program.instructions()[index], std::move(err)));
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      lane.failed = true;
+      lane.failedAt = index;
+      lane.error = std::move(message);
+      failed = true;
+    }
+    wake.notify_all();
+  }
+
+  void runLane(Lane &lane) {
+    if (lane.stream == plan::STREAM_NVME && program.nvme())
+      return runNvmeLane(lane);
+    auto &prepared = program.instructions();
+    for (unsigned index : lane.instructions) {
+      PreparedInstruction &inst = prepared[index];
+      if (!waitFor(inst))
+        return;
+      started(index);
+      if (llvm::Error err =
+              runInstruction(program, inst, stepNumber, seed, lane.stats))
+        return fail(lane, index, std::move(err));
+      completed(index);
+    }
+  }
+
+  /// The NVMe stream: keeps many transfers in flight and merges those
+  /// adjacent in the tier (NvmeLane.cpp).
+  void runNvmeLane(Lane &lane);
+
+  void work(Lane &lane) {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait(lock, [&] { return stopping || generation != seen; });
+        if (stopping)
+          return;
+        seen = generation;
+      }
+      lane.stats = detail::LaneStats();
+      runLane(lane);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        ++finished;
+      }
+      done.notify_one();
+    }
+  }
+
+  llvm::Expected<StepResult> runSerial(int64_t step, bool record) {
+    StepResult result;
+    markStepStart();
+    detail::LaneStats stats;
+    unsigned index = 0;
+    for (PreparedInstruction &inst : program.instructions()) {
+      double start = record ? since(Clock::now()) : 0;
+      if (llvm::Error err = runInstruction(program, inst, step, seed, stats))
+        return nodeError(inst, std::move(err));
+      if (record)
+        result.timings.push_back(
+            {index, inst.stream, start, since(Clock::now())});
+      ++index;
+    }
+    result.seconds = since(Clock::now());
+    if (auto err = fill(result, stats))
+      return err;
+    return result;
+  }
+
+  /// The step's counts, and the peaks read from the arenas now that every
+  /// stream is through.
+  /// The tier's counters when the step started.
+  NvmeIoStats nvmeAtStart;
+
+  void markStepStart() {
+    stepStart = Clock::now();
+    if (program.nvme())
+      nvmeAtStart = program.nvme()->ioStats();
+  }
+
+  llvm::Error fill(StepResult &result, const detail::LaneStats &stats) {
+    result.bytes = stats.bytes;
+    if (NvmeStore *nvme = program.nvme()) {
+      NvmeIoStats now = nvme->ioStats();
+      result.hasNvme = true;
+      result.nvmeIo.readBytes = now.readBytes - nvmeAtStart.readBytes;
+      result.nvmeIo.writeBytes = now.writeBytes - nvmeAtStart.writeBytes;
+      result.nvmeIo.readRequests = now.readRequests - nvmeAtStart.readRequests;
+      result.nvmeIo.writeRequests =
+          now.writeRequests - nvmeAtStart.writeRequests;
+      result.nvmeIo.readBusySeconds =
+          now.readBusySeconds - nvmeAtStart.readBusySeconds;
+      result.nvmeIo.writeBusySeconds =
+          now.writeBusySeconds - nvmeAtStart.writeBusySeconds;
+    }
+    auto gpu = program.gpuArena().touchedBytes();
+    if (!gpu)
+      return gpu.takeError();
+    auto cpu = program.cpuArena().touchedBytes();
+    if (!cpu)
+      return cpu.takeError();
+    result.measuredGpuPeak = *gpu;
+    result.measuredCpuPeak = *cpu;
+    return llvm::Error::success();
+  }
+
+  llvm::Expected<StepResult> runConcurrent(int64_t step, bool record) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      std::fill(eventCounts.begin(), eventCounts.end(), 0);
+      failed = false;
+      finished = 0;
+      stepNumber = step;
+      recording = record;
+      for (Lane &lane : lanes)
+        lane.failed = false;
+      markStepStart();
+      ++generation;
+    }
+    wake.notify_all();
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      done.wait(lock, [&] { return finished == lanes.size(); });
+    }
+    StepResult result;
+    result.seconds = since(Clock::now());
+    // The first failure in plan order is the step's error; the others
+    // stopped because of it.
+    const Lane *first = nullptr;
+    detail::LaneStats stats;
+    for (Lane &lane : lanes) {
+      stats.merge(lane.stats);
+      if (lane.failed && (!first || lane.failedAt < first->failedAt))
+        first = &lane;
+    }
+    if (first)
+      return makeError(first->error);
+    if (auto err = fill(result, stats))
+      return err;
+    if (record) {
+      result.timings.reserve(starts.size());
+      auto &prepared = program.instructions();
+      for (unsigned i = 0; i < starts.size(); ++i)
+        result.timings.push_back({i, prepared[i].stream, starts[i], ends[i]});
+    }
+    return result;
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    for (Lane &lane : lanes)
+      if (lane.thread.joinable())
+        lane.thread.join();
+  }
+};
+
+} // namespace zinc::rt
+
+#endif

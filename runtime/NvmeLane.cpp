@@ -1,0 +1,212 @@
+//===- NvmeLane.cpp - The NVMe stream: many transfers in flight, merged ---===//
+//
+// Run one at a time, the NVMe stream's copies would give the device one
+// request at a time: a tensor smaller than a block would see an effective
+// queue depth of 1, and the tier would move a fraction of what its engine
+// moves sequentially. So this lane submits each copy as soon as its waits are
+// met and goes on to the next, keeping up to kMaxInFlightBytes queued, and
+// completes them in plan order: an instruction's events are signalled only
+// once its bytes have landed, so every other stream sees exactly what the
+// one-at-a-time lane gave it.
+//
+// Copies that follow each other in the lane, go the same way and are
+// adjacent in the tier (in either order) (the compiler lays the tier out in the order the step
+// reads it: TierLayout.cpp) are merged into one gathered request, so small
+// tensors travel inside full blocks. Two copies that touch the same sectors
+// (unless both read them) or the same host bytes (unless both only read
+// them) are never in flight together: the later waits for the earlier.
+//
+//===----------------------------------------------------------------------===//
+#include "ExecutorImpl.h"
+#include "llvm/ADT/SmallVector.h"
+#include <deque>
+
+namespace zinc::rt {
+
+namespace {
+
+/// Bytes queued at the engine at most: enough to keep its queue (32 blocks
+/// of 1 MiB by default) full across many small tensors.
+constexpr uint64_t kMaxInFlightBytes = 256ull << 20;
+constexpr size_t kMaxInFlightGroups = 256;
+/// A merged request grows no further: the first instruction's signal waits
+/// for the whole request.
+constexpr uint64_t kMaxGroupBytes = 16ull << 20;
+
+struct Range {
+  uintptr_t begin = 0, end = 0;
+  bool overlaps(Range o) const { return begin < o.end && o.begin < end; }
+};
+
+/// Copies that move as one request: consecutive in the lane, one direction,
+/// adjacent in the tier.
+struct Group {
+  bool write = false;
+  /// Tier range [offset, offset + span), whole sectors.
+  uint64_t offset = 0, span = 0;
+  llvm::SmallVector<NvmeSegment, 4> segments;
+  llvm::SmallVector<Range, 4> hosts;
+  /// Plan indices, in lane order.
+  llvm::SmallVector<unsigned, 4> members;
+  std::unique_ptr<NvmePending> pending;
+
+  /// Whether a copy of `tier` from or to `host` must wait for this group.
+  bool conflicts(Range tier, Range host, bool isWrite) const {
+    // Sectors: only two reads may share them. Host bytes: a read writes
+    // them, so only two writes (which both read host memory) may share.
+    if ((write || isWrite) && Range{offset, offset + span}.overlaps(tier))
+      return true;
+    if (write && isWrite)
+      return false;
+    for (Range h : hosts)
+      if (h.overlaps(host))
+        return true;
+    return false;
+  }
+};
+
+} // namespace
+
+void Executor::Impl::runNvmeLane(Lane &lane) {
+  auto &prepared = program.instructions();
+  NvmeStore &store = *program.nvme();
+  std::deque<Group> inFlight;
+  uint64_t inFlightBytes = 0;
+  Group forming;
+  bool hasForming = false;
+
+  // Each returns false once the step failed (and this lane reported it).
+  auto submit = [&]() -> bool {
+    if (!hasForming)
+      return true;
+    hasForming = false;
+    auto pending = store.start(forming.write, forming.offset, forming.segments);
+    if (!pending) {
+      fail(lane, forming.members.front(), pending.takeError());
+      return false;
+    }
+    forming.pending = std::move(*pending);
+    inFlightBytes += forming.span;
+    inFlight.push_back(std::move(forming));
+    forming = Group();
+    return true;
+  };
+  auto retireOldest = [&]() -> bool {
+    Group &g = inFlight.front();
+    if (llvm::Error err = g.pending->wait()) {
+      fail(lane, g.members.front(), std::move(err));
+      return false;
+    }
+    for (unsigned m : g.members) {
+      (g.write ? lane.stats.bytes.nvmeWrite : lane.stats.bytes.nvmeRead) +=
+          prepared[m].copyBytes;
+      completed(m);
+    }
+    inFlightBytes -= g.span;
+    inFlight.pop_front();
+    return true;
+  };
+  auto drain = [&]() -> bool {
+    if (!submit())
+      return false;
+    while (!inFlight.empty())
+      if (!retireOldest())
+        return false;
+    return true;
+  };
+  // After a failure: nothing more is signalled, but no transfer may still
+  // be writing into host memory when the lane returns.
+  auto abandon = [&] {
+    for (Group &g : inFlight)
+      llvm::consumeError(g.pending->wait());
+  };
+
+  for (unsigned index : lane.instructions) {
+    PreparedInstruction &inst = prepared[index];
+    bool isWrite = inst.copyKind == CopyKind::NvmeWrite;
+    bool pipelined = inst.kind == InstructionKind::Copy && inst.nvmeDirect &&
+                     inst.copyBytes > 0 &&
+                     (isWrite || inst.copyKind == CopyKind::NvmeRead);
+    if (!pipelined) {
+      // Bounce-buffered copies share one staging buffer, and anything else
+      // runs as every other lane runs it: alone.
+      if (!drain() || !waitFor(inst))
+        return abandon();
+      started(index);
+      if (llvm::Error err =
+              runInstruction(program, inst, stepNumber, seed, lane.stats)) {
+        fail(lane, index, std::move(err));
+        return abandon();
+      }
+      completed(index);
+      continue;
+    }
+
+    // What it waits for may itself wait for a copy queued here: complete
+    // those, oldest first, until it may go.
+    while (!readyNow(inst)) {
+      if (!submit())
+        return abandon();
+      if (inFlight.empty()) {
+        if (!waitFor(inst))
+          return abandon();
+        break;
+      }
+      if (!retireOldest())
+        return abandon();
+    }
+    if (failed.load())
+      return abandon();
+
+    uint64_t span = alignUpToSector(inst.copyBytes);
+    uint8_t *host = isWrite ? const_cast<uint8_t *>(inst.copySrc) : inst.copyDst;
+    Range tier{inst.nvmeOffset, inst.nvmeOffset + span};
+    Range hostRange{reinterpret_cast<uintptr_t>(host),
+                    reinterpret_cast<uintptr_t>(host) + span};
+    if (hasForming && forming.conflicts(tier, hostRange, isWrite) && !submit())
+      return abandon();
+    size_t lastConflict = inFlight.size();
+    for (size_t i = 0; i < inFlight.size(); ++i)
+      if (inFlight[i].conflicts(tier, hostRange, isWrite))
+        lastConflict = i;
+    if (lastConflict < inFlight.size())
+      for (size_t i = 0; i <= lastConflict; ++i)
+        if (!retireOldest())
+          return abandon();
+
+    // Adjacent either way: write-backs often run in the reverse order of
+    // the reads that brought the same tensors in.
+    bool canGrow = hasForming && forming.write == isWrite &&
+                   forming.span + span <= kMaxGroupBytes;
+    bool appends = canGrow && forming.offset + forming.span == tier.begin;
+    bool prepends = canGrow && !appends && tier.end == forming.offset;
+    if (!appends && !prepends) {
+      if (!submit())
+        return abandon();
+      forming.write = isWrite;
+      forming.offset = tier.begin;
+      hasForming = true;
+    }
+    // Whole sectors: the host extent of a direct copy holds them.
+    if (prepends) {
+      forming.offset = tier.begin;
+      forming.segments.insert(forming.segments.begin(), {host, span});
+    } else {
+      forming.segments.push_back({host, span});
+    }
+    forming.hosts.push_back(hostRange);
+    forming.members.push_back(index);
+    forming.span += span;
+    started(index);
+
+    while (!inFlight.empty() &&
+           (inFlightBytes + forming.span > kMaxInFlightBytes ||
+            inFlight.size() >= kMaxInFlightGroups))
+      if (!retireOldest())
+        return abandon();
+  }
+  if (!drain())
+    return abandon();
+}
+
+} // namespace zinc::rt
