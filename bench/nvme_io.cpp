@@ -64,6 +64,12 @@ static cl::opt<bool> smallPages(
     "small-pages",
     cl::desc("Advise the host buffer against huge pages (shows what they "
              "gain: bench/README.md)"));
+static cl::opt<std::string> mixedChunkText(
+    "mixed-chunk",
+    cl::desc("Also time loops that read the buffer's first half and write its "
+             "second half in alternating requests of this size, all queued at "
+             "once (how the directions share the device; default: none)"),
+    cl::init("0"));
 static cl::opt<bool> dropCaches(
     "drop-caches",
     cl::desc("Write 3 to /proc/sys/vm/drop_caches between write and read"));
@@ -195,6 +201,45 @@ static llvm::Error runBench() {
   }
   double writeSeconds = median(writeTimes), readSeconds = median(readTimes);
 
+  auto mixedChunk = parseSize(mixedChunkText);
+  if (!mixedChunk)
+    return addContext(mixedChunk.takeError(), "--mixed-chunk");
+  llvm::json::Object mixed;
+  if (*mixedChunk) {
+    uint64_t piece = alignUpToIo(*mixedChunk), half = total / 2 / piece * piece;
+    std::vector<double> times, readRates, writeRates;
+    for (unsigned loop = 0; loop < timedLoops; ++loop) {
+      IoStats before = (*tier)->stats();
+      std::vector<IoHandle> handles;
+      auto start = std::chrono::steady_clock::now();
+      for (uint64_t at = 0; at < half; at += piece) {
+        for (IoKind kind : {IoKind::Read, IoKind::Write}) {
+          uint64_t offset = kind == IoKind::Read ? at : half + at;
+          auto h = (*tier)->submit({kind, offset, host + offset, piece});
+          if (!h)
+            return h.takeError();
+          handles.push_back(*h);
+        }
+      }
+      for (const IoHandle &h : handles)
+        if (llvm::Error err = h.wait())
+          return err;
+      times.push_back(std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
+      IoStats after = (*tier)->stats();
+      readRates.push_back((after.bytes[0] - before.bytes[0]) /
+                          (after.busySeconds[0] - before.busySeconds[0]) / 1e9);
+      writeRates.push_back((after.bytes[1] - before.bytes[1]) /
+                           (after.busySeconds[1] - before.busySeconds[1]) / 1e9);
+    }
+    mixed = llvm::json::Object{
+        {"request_bytes", static_cast<int64_t>(piece)},
+        {"combined_gbps", 2 * half / median(times) / 1e9},
+        {"read_busy_gbps", median(readRates)},
+        {"write_busy_gbps", median(writeRates)}};
+  }
+
   llvm::json::Object result{
       {"dir", dir},
       {"file", (*tier)->path()},
@@ -216,6 +261,7 @@ static llvm::Error runBench() {
       {"read_gbps", total / readSeconds / 1e9},
       {"first_write_gbps", total / firstWriteSeconds / 1e9},
       {"warnings", llvm::json::Array(warnings)},
+      {"mixed", std::move(mixed)},
   };
   std::string text;
   llvm::raw_string_ostream os(text);
