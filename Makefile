@@ -74,6 +74,13 @@ NVME_DIR ?= /var/tmp/zinc-bench-nvme
 bench-nvme: build
 	/usr/bin/python3 bench/nvme_io.py --build-dir $(BUILD) --dir $(NVME_DIR) $(DS_PYTHON)
 
+# NVMe bytes/s of a GPT step whose fp32 AdamW state (314 MiB) lives on NVMe,
+# per direction, against the engine's sequential rate in the same run
+# (bench/README.md); JSON in bench/results/.
+.PHONY: bench-offload
+bench-offload: build
+	/usr/bin/python3 bench/offload_nvme.py --build-dir $(BUILD)
+
 # zinc-compile's seconds and peak RSS from 1.3B to 1T parameters and on a
 # 100k-node graph (bench/README.md); JSON in bench/results/.
 .PHONY: bench-compile
