@@ -49,6 +49,10 @@ static cl::opt<std::string>
               cl::desc("Bytes per request; a loop queues all of its requests "
                        "before the first wait (default: the whole --size)"),
               cl::init("0"));
+static cl::opt<bool> oneAtATime(
+    "one-at-a-time",
+    cl::desc("Wait for each request before submitting the next (what "
+             "requests of --chunk bytes get alone)"));
 static cl::opt<unsigned> warmupLoops(
     "warmup",
     cl::desc("Untimed write+read loops first; the first write fills the "
@@ -91,6 +95,9 @@ static llvm::Expected<double> runPhase(NvmeTier &tier, IoKind kind,
                                std::min(chunk, total - offset)});
     if (!handle)
       return handle.takeError();
+    if (oneAtATime)
+      if (llvm::Error err = handle->wait())
+        return err;
     handles.push_back(*handle);
   }
   for (const IoHandle &handle : handles)

@@ -69,6 +69,13 @@ struct EngineConfig {
 void hostPieces(const IoOp &op, uint64_t pos, uint64_t len,
                 llvm::SmallVectorImpl<std::pair<uint8_t *, uint64_t>> &out);
 
+/// The nice value I/O threads ask for (see raiseIoThreadPriority).
+constexpr int kIoThreadNice = -10;
+
+/// Gives the calling thread kIoThreadNice where the process may; no error
+/// where it may not.
+void raiseIoThreadPriority();
+
 /// "<path>: <read|write> at offset <off> (<n> bytes): <call>: <strerror>".
 std::string ioErrorMessage(llvm::StringRef path, IoKind kind, uint64_t offset,
                            uint64_t bytes, llvm::StringRef call, int errnum);
