@@ -40,13 +40,16 @@ struct Options {
   FloatFormat copyFormat = FloatFormat::BF16;
   std::string isa = "all";
   std::string json;
+  /// fp16 loss scaling: the gradients hold g * lossScale and the update
+  /// unscales them in the same pass; 0 for none.
+  float lossScale = 0;
 };
 
 [[noreturn]] void usage(const char *why) {
   std::fprintf(stderr,
                "zinc-bench-adam: %s\nusage: zinc-bench-adam [--n N] [--reps R] "
                "[--warmup W] "
-               "[--grad f32|f16|bf16] [--copy none|f16|bf16] "
+               "[--grad f32|f16|bf16] [--copy none|f16|bf16] [--loss-scale S] "
                "[--isa all|best|scalar|avx2|avx512] [--json FILE]\n",
                why);
   std::exit(2);
@@ -88,6 +91,10 @@ Options parseArgs(int argc, char **argv) {
       if (o.copy &&
           (!parseFormat(v, o.copyFormat) || o.copyFormat == FloatFormat::F32))
         usage("--copy takes none, f16 or bf16");
+    } else if (a == "--loss-scale") {
+      o.lossScale = std::strtof(value().c_str(), nullptr);
+      if (!(o.lossScale > 0))
+        usage("--loss-scale takes a positive number");
     } else if (a == "--isa")
       o.isa = value();
     else if (a == "--json")
@@ -193,7 +200,7 @@ int main(int argc, char **argv) {
       param[i] = x;
       expAvg[i] = 0;
       expAvgSq[i] = 0;
-      float g = 0.01f * x + 1e-3f;
+      float g = (0.01f * x + 1e-3f) * (o.lossScale > 0 ? o.lossScale : 1.0f);
       if (o.grad == FloatFormat::F32)
         static_cast<float *>(grad)[i] = g;
       else
@@ -216,13 +223,14 @@ int main(int argc, char **argv) {
   const double bytesPerParam =
       24.0 + static_cast<double>(gradBytes) + (o.copy ? 2.0 : 0.0);
 
+  const float *scale = o.lossScale > 0 ? &o.lossScale : nullptr;
   // Warm-up: page faults, frequency, thread pool.
   int64_t step = 0;
   for (int w = 0; w < o.warmup; ++w) {
     triad(ta, tb, tc, 3.0f, n);
     for (simd::IsaKind k : isas)
       cpuAdam(makeAdamConstants(true, 1e-3, 0.9, 0.999, 1e-8, 1e-2, ++step,
-                                nullptr),
+                                scale),
               buffers, n, k);
   }
   std::vector<double> triadSeconds;
@@ -233,7 +241,7 @@ int main(int argc, char **argv) {
     triadSeconds.push_back(now() - t0);
     for (size_t k = 0; k < isas.size(); ++k) {
       AdamConstants c = makeAdamConstants(true, 1e-3, 0.9, 0.999, 1e-8, 1e-2,
-                                          ++step, nullptr);
+                                          ++step, scale);
       double t1 = now();
       cpuAdam(c, buffers, n, isas[k]);
       adamSeconds[k].push_back(now() - t1);
@@ -288,7 +296,7 @@ int main(int argc, char **argv) {
     std::fprintf(
         f,
         "{\n  \"n\": %lld,\n  \"threads\": %d,\n  \"grad\": \"%s\",\n  "
-        "\"copy\": \"%s\",\n"
+        "\"copy\": \"%s\",\n  \"loss_scale\": %g,\n"
         "  \"reps\": %d,\n  \"bytes_per_param\": %.0f,\n  \"best_isa\": "
         "\"%s\",\n"
         "  \"triad\": {\"bytes_per_s\": %.6g, "
@@ -296,8 +304,8 @@ int main(int argc, char **argv) {
         "\"seconds\": %s},\n"
         "  \"roofline_params_per_s\": %.6g,\n  \"adamw\": {\n%s\n  }\n}\n",
         static_cast<long long>(n), threads, formatName(o.grad),
-        o.copy ? formatName(o.copyFormat) : "none", o.reps, bytesPerParam,
-        simd::isaName(isas.front()), triadBytesPerSec,
+        o.copy ? formatName(o.copyFormat) : "none", o.lossScale, o.reps,
+        bytesPerParam, simd::isaName(isas.front()), triadBytesPerSec,
         triadBytesPerSec * 16 / 12, list(triadSeconds).c_str(),
         rooflineParamsPerSec, isaJson.c_str());
     std::fclose(f);

@@ -10,9 +10,15 @@ the baseline and zinc share the machine's state.
       one file from a page-locked buffer of the same size (handle.new_cpu_locked_tensor), as
       DeepSpeed's own NVMe benchmark does. The warm-up loop's write allocates the file; the
       timed writes overwrite it. Reports median GB/s (1e9 bytes/s) of each direction.
-  deepspeed_ops.py adam --params N [--warmup 2 --steps 7]
+  deepspeed_ops.py adam --params N [--warmup 2 --steps 7] [--job fp32|mixed --loss-scale S]
       DeepSpeedCPUAdam (ZeRO-Offload's cpu_adam op), AdamW mode, on one flat fp32 tensor with
       an fp32 gradient. Reports median Mparams/s.
+      --job mixed times what ZeRO-Offload's CPU side does per step in fp16 training with
+      DeepSpeed 0.19's ops: unscale the fp32 gradient partition in place (grad.mul_(1/S), as
+      unscale_and_clip_grads does), DeepSpeedCPUAdam.step(), then the fp16 copy of the
+      updated parameters (bit16_partition.copy_(fp32_partition); 0.19's cpu_adam has no
+      fused copy). Left out, to DeepSpeed's advantage: the fp16 gradients landing in the
+      fp32 buffer. The scaled gradient is restored before each step, untimed.
 
 Threads: OMP_NUM_THREADS as given (the caller fixes it), torch.set_num_threads the same.
 """
@@ -40,6 +46,8 @@ def parse_args():
     adam.add_argument("--steps", type=int, default=7)
     adam.add_argument("--lr", type=float, default=1e-3)
     adam.add_argument("--weight-decay", type=float, default=1e-2)
+    adam.add_argument("--job", choices=["fp32", "mixed"], default="fp32")
+    adam.add_argument("--loss-scale", type=float, default=1024.0)
     return ap.parse_args()
 
 
@@ -131,16 +139,31 @@ def run_adam():
     param.grad = torch.randn(n, generator=gen, dtype=torch.float32).mul_(1e-3)
     opt = DeepSpeedCPUAdam([param], lr=args.lr, betas=(0.9, 0.999), eps=1e-8,
                            weight_decay=args.weight_decay, adamw_mode=True)
-    for _ in range(args.warmup):
-        opt.step()
-    times = []
-    for _ in range(args.steps):
+    mixed = args.job == "mixed"
+    if mixed:
+        scaled = param.grad.mul(args.loss_scale)
+        half = torch.empty(n, dtype=torch.float16)
+        inv_scale = 1.0 / args.loss_scale
+
+    def step():
+        if not mixed:
+            t = time.perf_counter()
+            opt.step()
+            return time.perf_counter() - t
+        param.grad.copy_(scaled)
         t = time.perf_counter()
+        param.grad.mul_(inv_scale)
         opt.step()
-        times.append(time.perf_counter() - t)
+        half.copy_(param.detach())
+        return time.perf_counter() - t
+
+    for _ in range(args.warmup):
+        step()
+    times = [step() for _ in range(args.steps)]
     state = opt.state[param]
     assert state["exp_avg"].dtype == torch.float32 and state["exp_avg"].numel() == n
-    emit({"op": "adam", "params": n, "warmup_steps": args.warmup, "step_seconds": times,
+    emit({"op": "adam", "job": args.job, "loss_scale": args.loss_scale if mixed else None,
+          "params": n, "warmup_steps": args.warmup, "step_seconds": times,
           "mparams_per_s": n / statistics.median(times) / 1e6})
 
 
