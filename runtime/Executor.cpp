@@ -88,6 +88,8 @@ Executor::create(Program &program, const ExecutorOptions &opts) {
   auto impl = std::make_unique<Impl>(program, opts.serial, opts.seed);
   if (!opts.serial) {
     auto &prepared = program.instructions();
+    if (program.nvme())
+      markNvmeWriteBehind(program);
     impl->eventCounts.assign(program.getPlan().num_events(), 0);
     impl->starts.assign(prepared.size(), 0);
     impl->ends.assign(prepared.size(), 0);

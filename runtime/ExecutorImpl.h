@@ -42,6 +42,10 @@ llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
                            int64_t step, uint64_t seed,
                            detail::LaneStats &stats);
 
+/// Sets PreparedInstruction::nvmeWriteBehind on the NVMe writes the NVMe
+/// lane may hold back (NvmeWriteBehind.cpp).
+void markNvmeWriteBehind(Program &program);
+
 /// `err` prefixed with "node 'X' (Op): ".
 llvm::Error nodeError(const PreparedInstruction &inst, llvm::Error err);
 

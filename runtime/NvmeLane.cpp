@@ -9,6 +9,12 @@
 // once its bytes have landed, so every other stream sees exactly what the
 // one-at-a-time lane gave it.
 //
+// Write-backs nothing waits for but the end of the step (Program's
+// nvmeWriteBehind) are held back and written in batches of
+// kWriteBehindBytes, sorted by tier offset and merged where adjacent: the
+// backward pass frees them one at a time, and one at a time each would be a
+// short burst paying the device's latency.
+//
 // Copies that follow each other in the lane, go the same way and are
 // adjacent in the tier (in either order) (the compiler lays the tier out in the order the step
 // reads it: TierLayout.cpp) are merged into one gathered request, so small
@@ -32,6 +38,9 @@ constexpr size_t kMaxInFlightGroups = 256;
 /// A merged request grows no further: the first instruction's signal waits
 /// for the whole request.
 constexpr uint64_t kMaxGroupBytes = 16ull << 20;
+/// Held-back writes (nvmeWriteBehind) go out once this many bytes wait:
+/// bursts long enough that the device's latency no longer shows.
+constexpr uint64_t kWriteBehindBytes = 64ull << 20;
 
 struct Range {
   uintptr_t begin = 0, end = 0;
@@ -74,6 +83,24 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
   uint64_t inFlightBytes = 0;
   Group forming;
   bool hasForming = false;
+  // Held-back writes not yet submitted, and those submitted: both complete
+  // out of the FIFO's order, which nothing waits for.
+  std::vector<unsigned> heldBack;
+  uint64_t heldBackBytes = 0;
+  std::vector<Group> behind;
+
+  auto hostOf = [&](const PreparedInstruction &inst) {
+    return inst.copyKind == CopyKind::NvmeWrite
+               ? const_cast<uint8_t *>(inst.copySrc)
+               : inst.copyDst;
+  };
+  auto rangesOf = [&](const PreparedInstruction &inst, Range &tier,
+                      Range &host) {
+    uint64_t span = alignUpToSector(inst.copyBytes);
+    tier = {inst.nvmeOffset, inst.nvmeOffset + span};
+    auto at = reinterpret_cast<uintptr_t>(hostOf(inst));
+    host = {at, at + span};
+  };
 
   // Each returns false once the step failed (and this lane reported it).
   auto submit = [&]() -> bool {
@@ -106,19 +133,77 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
     inFlight.pop_front();
     return true;
   };
+  // Submits the held-back writes, in tier order, merged where adjacent.
+  auto releaseHeldBack = [&]() -> bool {
+    std::sort(heldBack.begin(), heldBack.end(), [&](unsigned a, unsigned b) {
+      return prepared[a].nvmeOffset < prepared[b].nvmeOffset;
+    });
+    for (size_t i = 0; i < heldBack.size();) {
+      Group g;
+      g.write = true;
+      g.offset = prepared[heldBack[i]].nvmeOffset;
+      for (; i < heldBack.size(); ++i) {
+        const PreparedInstruction &inst = prepared[heldBack[i]];
+        Range tier, host;
+        rangesOf(inst, tier, host);
+        // No signal waits on these: a run of adjacent writes goes out whole.
+        if (!g.members.empty() && tier.begin != g.offset + g.span)
+          break;
+        g.segments.push_back({hostOf(inst), tier.end - tier.begin});
+        g.hosts.push_back(host);
+        g.members.push_back(heldBack[i]);
+        g.span += tier.end - tier.begin;
+      }
+      auto pending = store.start(true, g.offset, g.segments);
+      if (!pending) {
+        fail(lane, g.members.front(), pending.takeError());
+        return false;
+      }
+      g.pending = std::move(*pending);
+      behind.push_back(std::move(g));
+    }
+    heldBack.clear();
+    heldBackBytes = 0;
+    return true;
+  };
+  // Waits for every held-back write.
+  auto settleBehind = [&]() -> bool {
+    if (!heldBack.empty() && !releaseHeldBack())
+      return false;
+    bool ok = true;
+    for (Group &g : behind) {
+      llvm::Error err = g.pending->wait();
+      if (err && ok) {
+        fail(lane, g.members.front(), std::move(err));
+        ok = false;
+      }
+      llvm::consumeError(std::move(err));
+      if (!ok)
+        continue;
+      for (unsigned m : g.members) {
+        lane.stats.bytes.nvmeWrite += prepared[m].copyBytes;
+        completed(m);
+      }
+    }
+    behind.clear();
+    return ok;
+  };
   auto drain = [&]() -> bool {
     if (!submit())
       return false;
     while (!inFlight.empty())
       if (!retireOldest())
         return false;
-    return true;
+    return settleBehind();
   };
   // After a failure: nothing more is signalled, but no transfer may still
   // be writing into host memory when the lane returns.
   auto abandon = [&] {
     for (Group &g : inFlight)
       llvm::consumeError(g.pending->wait());
+    for (Group &g : behind)
+      if (g.pending)
+        llvm::consumeError(g.pending->wait());
   };
 
   for (unsigned index : lane.instructions) {
@@ -159,10 +244,22 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
       return abandon();
 
     uint64_t span = alignUpToSector(inst.copyBytes);
-    uint8_t *host = isWrite ? const_cast<uint8_t *>(inst.copySrc) : inst.copyDst;
-    Range tier{inst.nvmeOffset, inst.nvmeOffset + span};
-    Range hostRange{reinterpret_cast<uintptr_t>(host),
-                    reinterpret_cast<uintptr_t>(host) + span};
+    uint8_t *host = hostOf(inst);
+    Range tier, hostRange;  // whole sectors
+    rangesOf(inst, tier, hostRange);
+    // Held-back writes it depends on go first.
+    bool dependsOnBehind = false;
+    for (unsigned m : heldBack) {
+      Range t, h;
+      rangesOf(prepared[m], t, h);
+      if (t.overlaps(tier) || (!isWrite && h.overlaps(hostRange)))
+        dependsOnBehind = true;
+    }
+    for (const Group &g : behind)
+      if (g.conflicts(tier, hostRange, isWrite))
+        dependsOnBehind = true;
+    if (dependsOnBehind && !settleBehind())
+      return abandon();
     if (hasForming && forming.conflicts(tier, hostRange, isWrite) && !submit())
       return abandon();
     size_t lastConflict = inFlight.size();
@@ -174,6 +271,16 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
         if (!retireOldest())
           return abandon();
 
+    // Nothing waits for it but the step's end: hold it back, once nothing
+    // in flight that it depends on remains.
+    if (inst.nvmeWriteBehind) {
+      heldBack.push_back(index);
+      heldBackBytes += span;
+      started(index);
+      if (heldBackBytes >= kWriteBehindBytes && !releaseHeldBack())
+        return abandon();
+      continue;
+    }
     // Adjacent either way: write-backs often run in the reverse order of
     // the reads that brought the same tensors in.
     bool canGrow = hasForming && forming.write == isWrite &&

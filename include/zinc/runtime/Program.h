@@ -90,6 +90,9 @@ struct PreparedInstruction {
   uint8_t *copyDst = nullptr;
   uint64_t nvmeOffset = 0;
   bool nvmeDirect = false;
+  /// An NVMe write nothing another stream can see waits for: the NVMe lane
+  /// may hold it back and batch it (NvmeWriteBehind.cpp).
+  bool nvmeWriteBehind = false;
 
   /// Events: wait until event `first` was signalled `second` times this step
   /// (the signals that precede this instruction in plan order).

@@ -153,3 +153,69 @@ TEST_F(NvmeTier, InitializerLoadsStraightIntoTheTier) {
 }
 
 } // namespace
+
+namespace {
+
+// Which write-backs the NVMe lane may hold back and batch: one that another
+// stream later overwrites without waiting for a later copy of the lane that
+// depends on it must stay in order; one whose bytes are only read later, or
+// overwritten only after such a copy signalled, may be held back. The plans
+// that order their accesses (all but the first, which races on purpose) run
+// concurrently and in plan order with the same results.
+struct WriteBehindCase {
+  const char *name;
+  bool hostWrites;    // the host kernel writes the staging buffer (else reads)
+  bool afterLaneRead; // ... after waiting for a lane read into that buffer
+  bool expected;
+};
+
+class WriteBehind : public NvmeTier,
+                    public ::testing::WithParamInterface<WriteBehindCase> {};
+
+TEST_P(WriteBehind, HeldBackOnlyWhereNothingElseCanTell) {
+  const WriteBehindCase &c = GetParam();
+  const int64_t n = 1024; // one sector
+  PlanBuilder b;
+  b.setAlignment(plan::TIER_CPU, 4096);
+  int staging = b.tensor("staging", {n}, plan::TIER_CPU, 1, plan::ROLE_STATE);
+  int other = b.tensor("other", {n}, plan::TIER_CPU, 1, plan::ROLE_STATE);
+  int home = b.tensor("home", {n}, plan::TIER_NVME, 1, plan::ROLE_STATE);
+  int next = b.tensor("next", {n}, plan::TIER_NVME, 1, plan::ROLE_STATE);
+  int sum = b.tensor("sum", {n}, plan::TIER_CPU);
+  b.add("writeback", "CopyInto", {staging, home}, {}, plan::STREAM_NVME);
+  if (c.afterLaneRead)
+    b.add("read.next", "Copy", {next}, {staging}, plan::STREAM_NVME, {}, {0});
+  plan::Instruction &host =
+      c.hostWrites
+          ? b.add("overwrite", "Add", {other, other}, {staging}, plan::STREAM_HOST)
+          : b.add("reader", "Add", {staging, other}, {sum}, plan::STREAM_HOST);
+  if (c.afterLaneRead)
+    host.add_wait_events(0);
+  std::vector<StepResult> results;
+  auto init = [&](Program &p) {
+    setValues(p, staging, 1, 0.5f);
+    setValues(p, other, 2, 0.25f);
+  };
+  plan::Plan built = b.finish();
+  if (c.expected) {
+    std::unique_ptr<Program> p = runBoth(built, options(), init, results);
+    ASSERT_TRUE(p);
+  }
+  std::unique_ptr<Program> fresh = loadOrFail(built, options());
+  ASSERT_TRUE(fresh);
+  auto executor = Executor::create(*fresh, {/*serial=*/false});
+  ASSERT_TRUE(static_cast<bool>(executor));
+  EXPECT_EQ(fresh->instructions()[0].nvmeWriteBehind, c.expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, WriteBehind,
+    ::testing::Values(
+        WriteBehindCase{"OverwrittenUnordered", true, false, false},
+        WriteBehindCase{"OverwrittenAfterADependentRead", true, true, true},
+        WriteBehindCase{"OnlyReadLater", false, false, true}),
+    [](const ::testing::TestParamInfo<WriteBehindCase> &info) {
+      return std::string(info.param.name);
+    });
+
+} // namespace
