@@ -229,9 +229,9 @@ int main(int argc, char **argv) {
   for (int w = 0; w < o.warmup; ++w) {
     triad(ta, tb, tc, 3.0f, n);
     for (simd::IsaKind k : isas)
-      cpuAdam(makeAdamConstants(true, 1e-3, 0.9, 0.999, 1e-8, 1e-2, ++step,
-                                scale),
-              buffers, n, k);
+      cpuAdam(
+          makeAdamConstants(true, 1e-3, 0.9, 0.999, 1e-8, 1e-2, ++step, scale),
+          buffers, n, k);
   }
   std::vector<double> triadSeconds;
   std::vector<std::vector<double>> adamSeconds(isas.size());
@@ -240,8 +240,8 @@ int main(int argc, char **argv) {
     triad(ta, tb, tc, 3.0f, n);
     triadSeconds.push_back(now() - t0);
     for (size_t k = 0; k < isas.size(); ++k) {
-      AdamConstants c = makeAdamConstants(true, 1e-3, 0.9, 0.999, 1e-8, 1e-2,
-                                          ++step, scale);
+      AdamConstants c =
+          makeAdamConstants(true, 1e-3, 0.9, 0.999, 1e-8, 1e-2, ++step, scale);
       double t1 = now();
       cpuAdam(c, buffers, n, isas[k]);
       adamSeconds[k].push_back(now() - t1);

@@ -10,10 +10,10 @@
 //
 // The host buffer is an AlignedBuffer, so it is backed by huge pages
 // (AlignedBuffer.h says why that doubles the throughput); --small-pages
-// measures it without them. The warm-up loop matters on ext4: the tier file is fallocate'd, so its
-// extents start "unwritten" and the first write of each one converts it in
-// the journal, at about half the speed of an overwrite. first_write_gbps
-// reports that first pass on its own.
+// measures it without them. The warm-up loop matters on ext4: the tier file is
+// fallocate'd, so its extents start "unwritten" and the first write of each one
+// converts it in the journal, at about half the speed of an overwrite.
+// first_write_gbps reports that first pass on its own.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/storage/NvmeTier.h"
@@ -61,9 +61,8 @@ static cl::opt<unsigned> warmupLoops(
 static cl::opt<unsigned>
     timedLoops("loops", cl::desc("Timed write+read loops (default 5)"),
                cl::init(5));
-static cl::opt<bool>
-    lockBuffer("lock",
-               cl::desc("mlock the host buffer (DeepSpeed page-locks its own)"));
+static cl::opt<bool> lockBuffer(
+    "lock", cl::desc("mlock the host buffer (DeepSpeed page-locks its own)"));
 static cl::opt<bool> smallPages(
     "small-pages",
     cl::desc("Advise the host buffer against huge pages (shows what they "
@@ -91,8 +90,8 @@ static llvm::Expected<double> runPhase(NvmeTier &tier, IoKind kind,
   handles.reserve(total / chunk + 1);
   auto start = std::chrono::steady_clock::now();
   for (uint64_t offset = 0; offset < total; offset += chunk) {
-    auto handle = tier.submit({kind, offset, host + offset,
-                               std::min(chunk, total - offset)});
+    auto handle = tier.submit(
+        {kind, offset, host + offset, std::min(chunk, total - offset)});
     if (!handle)
       return handle.takeError();
     if (oneAtATime)
@@ -238,13 +237,14 @@ static llvm::Error runBench() {
       readRates.push_back((after.bytes[0] - before.bytes[0]) /
                           (after.busySeconds[0] - before.busySeconds[0]) / 1e9);
       writeRates.push_back((after.bytes[1] - before.bytes[1]) /
-                           (after.busySeconds[1] - before.busySeconds[1]) / 1e9);
+                           (after.busySeconds[1] - before.busySeconds[1]) /
+                           1e9);
     }
-    mixed = llvm::json::Object{
-        {"request_bytes", static_cast<int64_t>(piece)},
-        {"combined_gbps", 2 * half / median(times) / 1e9},
-        {"read_busy_gbps", median(readRates)},
-        {"write_busy_gbps", median(writeRates)}};
+    mixed =
+        llvm::json::Object{{"request_bytes", static_cast<int64_t>(piece)},
+                           {"combined_gbps", 2 * half / median(times) / 1e9},
+                           {"read_busy_gbps", median(readRates)},
+                           {"write_busy_gbps", median(writeRates)}};
   }
 
   llvm::json::Object result{

@@ -1,4 +1,5 @@
-//===- ExecutorImpl.h - The executor's state, shared by its files (internal) ===//
+//===- ExecutorImpl.h - The executor's state, shared by its files (internal)
+//===//
 //
 // Executor.cpp runs the streams; NvmeLane.cpp runs the NVMe stream's
 // pipeline of transfers. Both see the workers' shared state declared here.

@@ -9,18 +9,19 @@
 // once its bytes have landed, so every other stream sees exactly what the
 // one-at-a-time lane gave it.
 //
-// Write-backs nothing waits for but the end of the step (Program's
-// nvmeWriteBehind) are held back and written in batches of
-// kWriteBehindBytes, sorted by tier offset and merged where adjacent: the
-// backward pass frees them one at a time, and one at a time each would be a
-// short burst paying the device's latency.
+// Write-backs that no other stream can tell apart from in-order ones
+// (PreparedInstruction::nvmeWriteBehind, NvmeWriteBehind.cpp) are held back
+// and written in batches of kWriteBehindBytes, sorted by tier offset and
+// merged where adjacent: the backward pass frees them one at a time, and one
+// at a time each would be a short burst paying the device's latency.
 //
 // Copies that follow each other in the lane, go the same way and are
-// adjacent in the tier (in either order) (the compiler lays the tier out in the order the step
-// reads it: TierLayout.cpp) are merged into one gathered request, so small
-// tensors travel inside full blocks. Two copies that touch the same sectors
-// (unless both read them) or the same host bytes (unless both only read
-// them) are never in flight together: the later waits for the earlier.
+// adjacent in the tier, in either order (the compiler lays the tier out in
+// the order the step reads it: TierLayout.cpp), are merged into one gathered
+// request, so small tensors travel inside full blocks. Two copies that touch
+// the same sectors (unless both read them) or the same host bytes (unless both
+// only read them) are never in flight together: the later waits for the
+// earlier.
 //
 //===----------------------------------------------------------------------===//
 #include "ExecutorImpl.h"
@@ -245,7 +246,7 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
 
     uint64_t span = alignUpToSector(inst.copyBytes);
     uint8_t *host = hostOf(inst);
-    Range tier, hostRange;  // whole sectors
+    Range tier, hostRange; // whole sectors
     rangesOf(inst, tier, hostRange);
     // Held-back writes it depends on go first.
     bool dependsOnBehind = false;

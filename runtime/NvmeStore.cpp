@@ -17,8 +17,7 @@ llvm::Error NvmeStore::read(uint64_t offset, void *dst, uint64_t bytes) {
   return (*pending)->wait();
 }
 
-llvm::Error NvmeStore::write(uint64_t offset, const void *src,
-                             uint64_t bytes) {
+llvm::Error NvmeStore::write(uint64_t offset, const void *src, uint64_t bytes) {
   NvmeSegment segment{const_cast<void *>(src), bytes};
   auto pending = start(/*write=*/true, offset, segment);
   if (!pending)
@@ -78,7 +77,8 @@ static_assert(kNvmeAlignment == storage::kIoAlignment,
 
 llvm::Expected<std::unique_ptr<NvmeStore>>
 createNvmeStore(llvm::StringRef dir, uint64_t bytes,
-                std::function<void(llvm::StringRef)> warn, const NvmeIoOptions &io) {
+                std::function<void(llvm::StringRef)> warn,
+                const NvmeIoOptions &io) {
   storage::NvmeTierOptions options;
   if (io.blockBytes)
     options.blockBytes = io.blockBytes;

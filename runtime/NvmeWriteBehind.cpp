@@ -45,9 +45,8 @@ bool isDirectNvmeCopy(const PreparedInstruction &inst) {
 }
 
 Range hostRange(const PreparedInstruction &inst) {
-  auto at = reinterpret_cast<uintptr_t>(inst.copyKind == CopyKind::NvmeWrite
-                                            ? inst.copySrc
-                                            : inst.copyDst);
+  auto at = reinterpret_cast<uintptr_t>(
+      inst.copyKind == CopyKind::NvmeWrite ? inst.copySrc : inst.copyDst);
   return {at, at + alignUpToSector(inst.copyBytes)};
 }
 

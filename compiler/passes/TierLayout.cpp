@@ -1,8 +1,8 @@
 //===- TierLayout.cpp - Live intervals and static offsets per memory tier -===//
 #include "zinc/passes/TierLayout.h"
 #include "zinc/support/KernelWorkspace.h"
-#include "llvm/Support/MathExtras.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include <future>
 #include <numeric>
 
@@ -71,7 +71,8 @@ layoutInReadOrder(llvm::ArrayRef<const ir::Value *> members,
   layout.offsets.assign(intervals.size(), 0);
   for (size_t i : order) {
     layout.offsets[i] = layout.peak;
-    layout.peak += llvm::alignTo(std::max<uint64_t>(intervals[i].size, 1), alignment);
+    layout.peak +=
+        llvm::alignTo(std::max<uint64_t>(intervals[i].size, 1), alignment);
   }
   layout.liveLowerBound = layout.peak;
   return layout;
@@ -147,8 +148,9 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
   for (size_t i = 0; i < packings.size(); ++i) {
     auto pack = [&p = packings[i], &lastNvmeRead, last] {
       if (p.tier == ir::Tier::Nvme)
-        if (auto inOrder = layoutInReadOrder(p.members, p.intervals, last,
-                                             lastNvmeRead, tierAlignment(p.tier))) {
+        if (auto inOrder =
+                layoutInReadOrder(p.members, p.intervals, last, lastNvmeRead,
+                                  tierAlignment(p.tier))) {
           p.arena = std::move(*inOrder);
           return;
         }

@@ -18,8 +18,8 @@
 //===----------------------------------------------------------------------===//
 #include "IoEngine.h"
 #include "zinc/support/Error.h"
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <libaio.h>
@@ -237,8 +237,8 @@ void AioEngine::submitBacklog() {
                       backlog.data() + done);
     if (n > 0) {
       for (int i = 0; i < n; ++i)
-        blockIssued(static_cast<Slot *>(backlog[done + i]->data)
-                        ->op->request.kind);
+        blockIssued(
+            static_cast<Slot *>(backlog[done + i]->data)->op->request.kind);
       done += n;
       inflight += n;
       retries = 0;

@@ -16,9 +16,7 @@ void adviseHugePages(void *p, uint64_t bytes) {
 #endif
 }
 
-void detail::UnmapBuffer::operator()(uint8_t *p) const {
-  ::munmap(p, mapped);
-}
+void detail::UnmapBuffer::operator()(uint8_t *p) const { ::munmap(p, mapped); }
 
 llvm::Expected<AlignedBuffer> AlignedBuffer::allocate(uint64_t bytes) {
   AlignedBuffer buffer;

@@ -30,7 +30,8 @@ private:
         uint64_t at = op->request.tierOffset + op->issued;
         blockIssued(kind);
         for (auto [host, bytes] : pieces) {
-          op->error = syncTransfer(config.fd, config.path, kind, at, host, bytes);
+          op->error =
+              syncTransfer(config.fd, config.path, kind, at, host, bytes);
           if (!op->error.empty())
             break;
           at += bytes;

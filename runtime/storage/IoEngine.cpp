@@ -14,7 +14,8 @@ void raiseIoThreadPriority() {
   // both cores computing, 2.5 with one). A higher priority lets it run as
   // soon as the kernel wakes it. Lowering the nice value needs
   // CAP_SYS_NICE (or RLIMIT_NICE); without it the thread keeps the default.
-  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kIoThreadNice);
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()),
+                      kIoThreadNice);
 }
 
 void IoState::complete(std::string message) {
@@ -50,9 +51,10 @@ void IoEngine::blockDone(IoKind kind, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(statsMutex);
   totals.bytes[k] += bytes;
   if (--busyBlocks[k] == 0)
-    totals.busySeconds[k] += std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - busySince[k])
-                                 .count();
+    totals.busySeconds[k] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      busySince[k])
+            .count();
 }
 
 void hostPieces(const IoOp &op, uint64_t pos, uint64_t len,
@@ -64,7 +66,8 @@ void hostPieces(const IoOp &op, uint64_t pos, uint64_t len,
       break;
     if (pos < segEnd) {
       uint64_t take = std::min(len, segEnd - pos);
-      out.push_back({static_cast<uint8_t *>(seg.host) + (pos - segStart), take});
+      out.push_back(
+          {static_cast<uint8_t *>(seg.host) + (pos - segStart), take});
       pos += take;
       len -= take;
     }

@@ -12,8 +12,8 @@
 
 #include "zinc/runtime/storage/AlignedBuffer.h"
 #include "zinc/runtime/storage/NvmeTier.h"
-#include "llvm/ADT/Twine.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/Twine.h"
 #include <chrono>
 #include <condition_variable>
 #include <deque>

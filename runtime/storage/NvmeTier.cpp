@@ -121,7 +121,8 @@ NvmeTier::submitGather(IoKind kind, uint64_t tierOffset,
                        llvm::ArrayRef<IoSegment> segments) {
   if (segments.size() == 1)
     return submit({kind, tierOffset, segments[0].host, segments[0].bytes});
-  IoRequest request{kind, tierOffset, segments.empty() ? nullptr : segments[0].host, 0};
+  IoRequest request{kind, tierOffset,
+                    segments.empty() ? nullptr : segments[0].host, 0};
   for (const IoSegment &seg : segments)
     request.bytes += seg.bytes;
   if (llvm::Error err = checkRequest(request))
@@ -136,8 +137,9 @@ NvmeTier::submitGather(IoKind kind, uint64_t tierOffset,
           "nvme tier: " + filePath + ": gathered " +
           (kind == IoKind::Read ? "read" : "write") + " at offset " +
           llvm::Twine(tierOffset) + " refused: segment " + llvm::Twine(i) +
-          " of " + llvm::Twine(segments.size()) + " (" + llvm::Twine(seg.bytes) +
-          " bytes) must be non-empty, start " + llvm::Twine(kIoAlignment) +
+          " of " + llvm::Twine(segments.size()) + " (" +
+          llvm::Twine(seg.bytes) + " bytes) must be non-empty, start " +
+          llvm::Twine(kIoAlignment) +
           "-byte aligned and, unless last, be whole sectors");
     op->segments.push_back(
         {seg.host, last ? alignUpToIo(seg.bytes) : seg.bytes});

@@ -46,9 +46,10 @@ public:
 
   /// Measured: the end of the highest page of the usable bytes that was
   /// ever touched (read or written) since allocate(), 0 when none was. A
-  /// multiple of the page size (2 MiB where huge pages back the arena). Residency only grows (short of the system
-  /// swapping the arena out), so each call scans only the pages above the
-  /// last mark, from the top down, and allocates nothing.
+  /// multiple of the page size (2 MiB where huge pages back the arena).
+  /// Residency only grows (short of the system swapping the arena out), so each
+  /// call scans only the pages above the last mark, from the top down, and
+  /// allocates nothing.
   llvm::Expected<uint64_t> touchedBytes() const;
 
 private:

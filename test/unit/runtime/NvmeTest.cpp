@@ -187,7 +187,8 @@ TEST_P(WriteBehind, HeldBackOnlyWhereNothingElseCanTell) {
     b.add("read.next", "Copy", {next}, {staging}, plan::STREAM_NVME, {}, {0});
   plan::Instruction &host =
       c.hostWrites
-          ? b.add("overwrite", "Add", {other, other}, {staging}, plan::STREAM_HOST)
+          ? b.add("overwrite", "Add", {other, other}, {staging},
+                  plan::STREAM_HOST)
           : b.add("reader", "Add", {staging, other}, {sum}, plan::STREAM_HOST);
   if (c.afterLaneRead)
     host.add_wait_events(0);

@@ -466,7 +466,8 @@ void gatherRoundTrip(NvmeTier &tier) {
   ASSERT_EQ(errorText(written->wait()), "");
   // The tier holds the segments back to back.
   AlignedBuffer whole = makeBuffer(total, 0);
-  ASSERT_EQ(errorText(tier.transfer({IoKind::Read, at, whole.data(), total})), "");
+  ASSERT_EQ(errorText(tier.transfer({IoKind::Read, at, whole.data(), total})),
+            "");
   uint64_t pos = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
     ASSERT_EQ(std::memcmp(whole.data() + pos, srcs[i].data(), lengths[i]), 0)
@@ -498,7 +499,8 @@ TEST_F(NvmeTierTest, GatheredRequestsRoundTripAcrossBlocks) {
 TEST_F(NvmeTierTest, GatheredSegmentsMustBeWholeSectorsButTheLast) {
   auto tier = create(options(1 << 20));
   ASSERT_TRUE(tier);
-  AlignedBuffer a = makeBuffer(2 * kIoAlignment, 1), b = makeBuffer(kIoAlignment, 2);
+  AlignedBuffer a = makeBuffer(2 * kIoAlignment, 1),
+                b = makeBuffer(kIoAlignment, 2);
   std::vector<IoSegment> ragged = {{a.data(), 100}, {b.data(), kIoAlignment}};
   EXPECT_EQ(errorText(tier->submitGather(IoKind::Write, 0, ragged)),
             "nvme tier: " + tier->path().str() +
@@ -510,8 +512,8 @@ TEST_F(NvmeTierTest, GatheredSegmentsMustBeWholeSectorsButTheLast) {
   EXPECT_NE(errorText(tier->submitGather(IoKind::Read, 0, misaligned)), "");
   std::vector<IoSegment> tooFar = {{a.data(), 2 * kIoAlignment},
                                    {b.data(), kIoAlignment}};
-  EXPECT_NE(errorText(tier->submitGather(IoKind::Read, (1 << 20) - 2 * kIoAlignment,
-                                         tooFar)),
+  EXPECT_NE(errorText(tier->submitGather(IoKind::Read,
+                                         (1 << 20) - 2 * kIoAlignment, tooFar)),
             "");
 }
 
@@ -523,9 +525,12 @@ TEST_F(NvmeTierTest, StatsCountBytesRequestsAndBusyTimePerDirection) {
   IoStats before = tier->stats();
   EXPECT_EQ(before.bytes[0] + before.bytes[1], 0u);
   AlignedBuffer buf = makeBuffer(1 << 20, 3);
-  ASSERT_EQ(errorText(tier->transfer({IoKind::Write, 0, buf.data(), 1 << 20})), "");
-  ASSERT_EQ(errorText(tier->transfer({IoKind::Write, 1 << 20, buf.data(), 100})), "");
-  ASSERT_EQ(errorText(tier->transfer({IoKind::Read, 0, buf.data(), 1 << 20})), "");
+  ASSERT_EQ(errorText(tier->transfer({IoKind::Write, 0, buf.data(), 1 << 20})),
+            "");
+  ASSERT_EQ(
+      errorText(tier->transfer({IoKind::Write, 1 << 20, buf.data(), 100})), "");
+  ASSERT_EQ(errorText(tier->transfer({IoKind::Read, 0, buf.data(), 1 << 20})),
+            "");
   IoStats s = tier->stats();
   EXPECT_EQ(s.bytes[1], (1u << 20) + kIoAlignment); // whole sectors
   EXPECT_EQ(s.bytes[0], 1u << 20);
@@ -546,7 +551,8 @@ TEST_F(NvmeTierTest, DependentRequestsQueuedTogetherKeepTheirOrder) {
   const uint64_t n = 1 << 20, a = 0, b = 2 << 20, c = 4 << 20;
   AlignedBuffer oldB = makeBuffer(n, 1);
   ASSERT_EQ(errorText(tier->transfer({IoKind::Write, b, oldB.data(), n})), "");
-  AlignedBuffer toA = makeBuffer(n, 2), toB = makeBuffer(n, 3), toC = makeBuffer(n, 4);
+  AlignedBuffer toA = makeBuffer(n, 2), toB = makeBuffer(n, 3),
+                toC = makeBuffer(n, 4);
   AlignedBuffer fromB = makeBuffer(n, 0), fromA = makeBuffer(n, 0);
   AlignedBuffer shared = makeBuffer(n, 5);
   std::vector<IoHandle> handles;
@@ -555,8 +561,8 @@ TEST_F(NvmeTierTest, DependentRequestsQueuedTogetherKeepTheirOrder) {
     ASSERT_TRUE(static_cast<bool>(h)) << errorText(h.takeError());
     handles.push_back(*h);
   };
-  queue(IoKind::Write, a, toA);    // then read back: the read waits
-  queue(IoKind::Read, b, fromB);   // then overwritten: the write waits
+  queue(IoKind::Write, a, toA);  // then read back: the read waits
+  queue(IoKind::Read, b, fromB); // then overwritten: the write waits
   queue(IoKind::Write, b, toB);
   queue(IoKind::Read, a, fromA);
   queue(IoKind::Write, c, shared); // then read into the same host bytes
