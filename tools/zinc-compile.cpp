@@ -203,6 +203,11 @@ static Error compile() {
                                                                             : 0.0;
   training.momentum = momentum;
   training.nesterov = nesterov;
+  // The default (-1) means "the optimizer's"; a value given is checked.
+  if (weightDecay.getNumOccurrences())
+    training.weightDecay = weightDecay;
+  if (auto err = zinc::checkHyperParameters(training))
+    return err;
   if (nesterov && momentum <= 0)
     return zinc::makeError("--nesterov needs --momentum greater than 0");
   if (emit != "binary" && emit != "text")

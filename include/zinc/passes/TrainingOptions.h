@@ -2,6 +2,7 @@
 #ifndef ZINC_PASSES_TRAININGOPTIONS_H
 #define ZINC_PASSES_TRAININGOPTIONS_H
 
+#include "llvm/Support/Error.h"
 #include <cstdint>
 #include <string>
 
@@ -49,6 +50,11 @@ struct TrainingOptions {
   double lossScaleBackoffFactor = 0.5;
   int64_t lossScaleGrowthInterval = 2000;
 };
+
+/// Refuses, naming the flag, a hyper-parameter torch.optim's constructors
+/// refuse: a negative or non-finite learning rate, epsilon, weight decay or
+/// momentum, a beta outside [0, 1).
+llvm::Error checkHyperParameters(const TrainingOptions &options);
 
 } // namespace zinc
 
