@@ -3,6 +3,7 @@
 #include "IoEngine.h"
 #include "TierFile.h"
 #include "zinc/support/Error.h"
+#include <unistd.h>
 
 namespace zinc::storage {
 
@@ -66,6 +67,11 @@ NvmeTier::create(const NvmeTierOptions &options) {
   tier->fd = file->fd;
   tier->filePath = file->path;
   tier->direct = file->direct;
+  // The name goes now: the descriptor keeps the blocks until it closes, which
+  // every exit of the process does, a crash or SIGKILL included, so no tier
+  // file is ever left behind to fill the disk.
+  if (!options.keepFile && ::unlink(file->path.c_str()) == 0)
+    tier->unlinked = true;
   return tier;
 }
 
@@ -74,7 +80,7 @@ NvmeTier::~NvmeTier() {
   // caller handed us has been released before the file goes.
   engine.reset();
   detail::TierFile file{fd, filePath, direct};
-  detail::closeTierFile(file, options.keepFile);
+  detail::closeTierFile(file, options.keepFile || unlinked);
 }
 
 llvm::Error NvmeTier::checkRequest(const IoRequest &request) const {

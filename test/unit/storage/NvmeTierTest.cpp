@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <csignal>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/statvfs.h>
 #include <thread>
 #include <unistd.h>
@@ -155,20 +157,58 @@ TEST_F(NvmeTierTest, RoundTripsSizesAndOffsetsThroughLibaio) {
   roundTrips(*tier);
 }
 
-TEST_F(NvmeTierTest, FileIsPreallocatedAndRemovedAtExit) {
+/// The names in `dir`, "." and ".." aside.
+std::vector<std::string> entries(const std::string &dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    names.push_back(llvm::sys::path::filename(it->path()).str());
+  return names;
+}
+
+TEST_F(NvmeTierTest, FileIsPreallocatedAndNeverLeftBehind) {
   NvmeTierOptions o = options(3 * (1 << 20) + 5);
+  struct statvfs before;
+  ASSERT_EQ(::statvfs(dir.c_str(), &before), 0);
   auto tier = create(o);
   ASSERT_TRUE(tier);
-  std::string path = tier->path().str();
   EXPECT_EQ(tier->capacity(), alignUpToIo(3 * (1 << 20) + 5));
-  struct stat st;
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(static_cast<uint64_t>(st.st_size), tier->capacity());
-  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, tier->capacity())
-      << "the tier's blocks are not allocated";
+  // Unlinked at once: the directory is empty while the tier lives...
+  EXPECT_EQ(entries(dir), std::vector<std::string>{});
+  // ... and the blocks are allocated all the same.
+  struct statvfs during;
+  ASSERT_EQ(::statvfs(dir.c_str(), &during), 0);
+  uint64_t used = (static_cast<uint64_t>(before.f_bfree) - during.f_bfree) *
+                  during.f_frsize;
+  EXPECT_GE(used, tier->capacity()) << "the tier's blocks are not allocated";
+  AlignedBuffer buf = makeBuffer(8192, 5), back = makeBuffer(8192, 0);
+  ASSERT_EQ(errorText(tier->transfer({IoKind::Write, 4096, buf.data(), 8192})), "");
+  ASSERT_EQ(errorText(tier->transfer({IoKind::Read, 4096, back.data(), 8192})), "");
+  EXPECT_EQ(std::memcmp(buf.data(), back.data(), 8192), 0);
   tier.reset();
-  EXPECT_NE(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(entries(dir), std::vector<std::string>{});
+}
+
+// A process killed while its tier is open leaves no file behind.
+TEST_F(NvmeTierTest, SigkillLeavesNoTierFile) {
+  NvmeTierOptions o = options(4 << 20);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto tier = NvmeTier::create(o);
+    if (!tier)
+      ::_exit(3);
+    AlignedBuffer buf = makeBuffer(1 << 20, 1);
+    (void)(*tier)->write(0, buf.data(), 1 << 20); // in flight, never waited
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child exited with " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_EQ(entries(dir), std::vector<std::string>{});
 }
 
 TEST_F(NvmeTierTest, KeepFileLeavesTheFileAndItsBytes) {
@@ -397,6 +437,7 @@ TEST_F(NvmeTierTest, ValidateCatchesCorruptionBehindTheTiersBack) {
     o.forceBuffered = buffered;
     o.validate = true;
     o.blockBytes = 64 << 10;
+    o.keepFile = true; // the hook opens the file by name
     o.afterWriteHook = [&](const IoRequest &) {
       if (!corrupt)
         return;
@@ -422,6 +463,7 @@ TEST_F(NvmeTierTest, ShortReadOfATruncatedFileIsAnError) {
     NvmeTierOptions o = options(1 << 20);
     o.forceBuffered = buffered;
     o.blockBytes = 64 << 10;
+    o.keepFile = true; // truncated by name below
     auto tier = create(o);
     ASSERT_TRUE(tier);
     // Someone truncates the tier file: the end of the tier is gone.

@@ -108,7 +108,9 @@ struct NvmeTierOptions {
   /// Re-read every write after it lands and compare it with the host bytes;
   /// a difference fails the write's handle.
   bool validate = false;
-  /// Leave the tier file in place when the tier is destroyed.
+  /// Keep the tier file's name, and leave the file in place when the tier is
+  /// destroyed. Otherwise the file is unlinked as soon as it is created (the
+  /// open descriptor keeps its blocks), so no exit path leaves it behind.
   bool keepFile = false;
   /// Receives one-line warnings (the O_DIRECT fallback); dropped if empty.
   std::function<void(llvm::StringRef)> warn;
@@ -121,13 +123,13 @@ struct NvmeTierOptions {
 /// one I/O thread that owns the libaio context.
 class NvmeTier {
 public:
-  /// Creates and preallocates `<dir>/zinc-nvme-<pid>-<n>.tier`. Fails if the
-  /// directory does not exist, lacks space for the tier (naming both), or an
-  /// open/fallocate/io_setup call fails.
+  /// Creates and preallocates `<dir>/zinc-nvme-<pid>-<n>.tier`, then (unless
+  /// keepFile) unlinks it. Fails if the directory does not exist, lacks space
+  /// for the tier (naming both), or an open/fallocate/io_setup call fails.
   static llvm::Expected<std::unique_ptr<NvmeTier>>
   create(const NvmeTierOptions &options);
-  /// Waits for every submitted request, then closes the file and removes it
-  /// unless `keepFile` was set.
+  /// Waits for every submitted request, then closes the file, which frees
+  /// its blocks unless `keepFile` was set.
   ~NvmeTier();
   NvmeTier(const NvmeTier &) = delete;
   NvmeTier &operator=(const NvmeTier &) = delete;
@@ -146,7 +148,7 @@ public:
   /// submit() then wait().
   llvm::Error transfer(const IoRequest &request);
 
-  /// The tier file.
+  /// The tier file's name (in diagnostics; unlinked unless keepFile).
   llvm::StringRef path() const { return filePath; }
   uint64_t capacity() const { return capacityBytes; }
   uint64_t blockBytes() const { return options.blockBytes; }
@@ -165,6 +167,7 @@ private:
   uint64_t capacityBytes = 0;
   int fd = -1;
   bool direct = false;
+  bool unlinked = false;
   std::unique_ptr<detail::IoEngine> engine;
 };
 
