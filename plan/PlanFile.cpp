@@ -1,6 +1,7 @@
 //===- PlanFile.cpp - Checksummed binary and text plan containers ---------===//
 #include "zinc/plan/PlanFile.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/OutputFile.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -117,18 +118,16 @@ llvm::Error writePlanFile(const Plan &plan, llvm::StringRef path,
 
 llvm::Expected<StagedPlanFile> stagePlanFile(llvm::StringRef bytes,
                                              llvm::StringRef path) {
-  std::string tmp = (path + ".tmp").str();
+  std::string tmp = stagingPathFor(path);
   std::error_code ec;
   llvm::raw_fd_ostream os(tmp, ec);
   if (ec)
     return makeError(path + ": cannot write: " + ec.message());
   os << bytes;
-  os.close();
-  if (os.has_error()) {
-    llvm::sys::fs::remove(tmp);
-    std::error_code err = os.error();
-    os.clear_error();
-    return makeError(path + ": cannot write: " + err.message());
+  if (llvm::Error err = closeOutput(os, path)) {
+    if (tmp != path)
+      llvm::sys::fs::remove(tmp);
+    return err;
   }
   return StagedPlanFile(std::move(tmp), path.str());
 }
@@ -139,18 +138,15 @@ StagedPlanFile::StagedPlanFile(StagedPlanFile &&other)
 }
 
 StagedPlanFile::~StagedPlanFile() {
-  if (!staged.empty())
+  // Bytes written in place (a device) are not ours to remove.
+  if (!staged.empty() && staged != path)
     llvm::sys::fs::remove(staged);
 }
 
 llvm::Error StagedPlanFile::commit() {
-  std::error_code ec = llvm::sys::fs::rename(staged, path);
-  if (ec)
-    llvm::sys::fs::remove(staged);
+  std::string from = std::move(staged);
   staged.clear();
-  if (ec)
-    return makeError(path + ": cannot write: " + ec.message());
-  return llvm::Error::success();
+  return commitOutput(from, path);
 }
 
 llvm::Error writeEncodedPlanFile(llvm::StringRef bytes, llvm::StringRef path) {

@@ -1,6 +1,7 @@
 //===- Safetensors.cpp - safetensors: u64 header size, JSON, raw bytes ----===//
 #include "zinc/runtime/Safetensors.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/OutputFile.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -134,29 +135,14 @@ llvm::Error writeSafetensors(llvm::StringRef path,
   // Pad with spaces so the data starts 8-byte aligned, as the format allows.
   headerText.append((8 - headerText.size() % 8) % 8, ' ');
 
-  std::string tmp = (path + ".tmp").str();
-  std::error_code ec;
-  {
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return makeError(path + ": cannot write: " + ec.message());
+  return writeOutputFile(path, [&](llvm::raw_ostream &os) {
     uint64_t size = headerText.size();
     for (int i = 0; i < 8; ++i)
       os << static_cast<char>((size >> (8 * i)) & 0xff);
     os << headerText;
     for (const NamedTensor &t : tensors)
       os.write(reinterpret_cast<const char *>(t.data.data()), t.data.size());
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(tmp);
-      return makeError(path + ": cannot write: " + os.error().message());
-    }
-  }
-  if ((ec = llvm::sys::fs::rename(tmp, path))) {
-    llvm::sys::fs::remove(tmp);
-    return makeError(path + ": cannot write: " + ec.message());
-  }
-  return llvm::Error::success();
+  });
 }
 
 } // namespace zinc::rt

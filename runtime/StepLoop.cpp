@@ -3,6 +3,7 @@
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/Safetensors.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/OutputFile.h"
 #include "zinc/support/Float16.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -230,13 +231,9 @@ static llvm::Error writeTrace(Program &program, llvm::StringRef path,
                                           {"pid", 0},
                                           {"tid", t.stream}});
     }
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
-    return makeError(path + ": cannot write: " + ec.message());
-  os << llvm::json::Value(llvm::json::Object{{"traceEvents", std::move(events)},
-                                             {"displayTimeUnit", "ms"}});
-  return llvm::Error::success();
+  llvm::json::Value trace(llvm::json::Object{
+      {"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}});
+  return writeOutputFile(path, [&](llvm::raw_ostream &os) { os << trace; });
 }
 
 llvm::Error runSteps(Program &program, const RunOptions &opts,
@@ -313,14 +310,20 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
       report.skipped = *program.tensor(plan.loss_scaling().found_inf()).as<float>() != 0;
     }
     if (metrics) {
+      // Flushed and checked every step: a full disk stops the run here,
+      // with the steps so far on disk.
       *metrics << metricsLine(report) << "\n";
-      metrics->flush();
+      if (auto err = checkOutput(*metrics, opts.metricsPath))
+        return err;
     }
     onStep(report);
     if (tracing)
       traced.push_back({elapsed, std::move(*result)});
     elapsed += report.seconds;
   }
+  if (metrics)
+    if (auto err = closeOutput(*metrics, opts.metricsPath))
+      return err;
   if (!opts.saveOutputsPath.empty())
     if (auto err = writeOutputs(program, opts.saveOutputsPath))
       return err;

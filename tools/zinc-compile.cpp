@@ -7,6 +7,7 @@
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PassManagerOptions.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/OutputFile.h"
 #include "zinc/support/Hardware.h"
 #include "zinc/support/Size.h"
 #include "llvm/Support/CommandLine.h"
@@ -327,13 +328,10 @@ static Error compile() {
   // Nothing is written for a plan the verifier refuses.
   if (Error err = verified.get())
     return zinc::addContext(std::move(err), modelPath);
-  if (!reportPath.empty()) {
-    std::error_code ec;
-    raw_fd_ostream os(reportPath, ec);
-    if (ec)
-      return zinc::makeError(reportPath + ": cannot write: " + ec.message());
-    os << report;
-  }
+  if (!reportPath.empty())
+    if (Error err = zinc::writeOutputFile(reportPath,
+                                          [&](raw_ostream &os) { os << report; }))
+      return err;
   if (Error err = staged->commit())
     return err;
   writing.reset();
@@ -345,7 +343,7 @@ static Error compile() {
   return Error::success();
 }
 
-int main(int argc, char **argv) {
+static int toolMain(int argc, char **argv) {
   InitLLVM init(argc, argv);
   zinc::passes::registerPassManagerCLOptions(compileCategory);
   cl::HideUnrelatedOptions(compileCategory);
@@ -355,4 +353,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char **argv) {
+  // What the tool printed must have reached its standard output.
+  return zinc::finishStandardOutput("zinc-compile", toolMain(argc, argv));
 }

@@ -1,4 +1,5 @@
 //===- zinc-dump.cpp - Shows what a plan does -----------------------------===//
+#include "zinc/support/OutputFile.h"
 #include "zinc/plan/PlanDump.h"
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/support/Error.h"
@@ -20,7 +21,7 @@ static cl::opt<bool>
                     "write-backs) instead of showing it"),
            cl::cat(dumpCategory));
 
-int main(int argc, char **argv) {
+static int toolMain(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(dumpCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-dump: show a zinc plan\n");
@@ -49,4 +50,9 @@ int main(int argc, char **argv) {
   else
     zinc::plan::dumpPlanText(*plan, outs());
   return 0;
+}
+
+int main(int argc, char **argv) {
+  // What the tool printed must have reached its standard output.
+  return zinc::finishStandardOutput("zinc-dump", toolMain(argc, argv));
 }

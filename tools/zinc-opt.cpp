@@ -1,4 +1,5 @@
 //===- zinc-opt.cpp - Runs passes over a graph in the IR text form --------===//
+#include "zinc/support/OutputFile.h"
 #include "zinc/passes/OptDriver.h"
 #include "zinc/passes/PassManagerOptions.h"
 #include "zinc/support/Error.h"
@@ -13,7 +14,7 @@ using namespace zinc;
 
 static constexpr llvm::StringLiteral kTool = "zinc-opt";
 
-int main(int argc, char **argv) {
+static int toolMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::OptionCategory category("zinc-opt options");
   cl::opt<std::string> inputFile(cl::Positional, cl::init("-"),
@@ -66,4 +67,9 @@ int main(int argc, char **argv) {
   }
   out.keep();
   return 0;
+}
+
+int main(int argc, char **argv) {
+  // What the tool printed must have reached its standard output.
+  return zinc::finishStandardOutput("zinc-opt", toolMain(argc, argv));
 }

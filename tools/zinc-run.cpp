@@ -1,4 +1,5 @@
 //===- zinc-run.cpp - Executes a zinc plan for N steps --------------------===//
+#include "zinc/support/OutputFile.h"
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/StepLoop.h"
 #include "zinc/support/Error.h"
@@ -73,7 +74,7 @@ static void drawProgress(const zinc::rt::StepReport &r, double elapsed) {
     errs() << "\n";
 }
 
-int main(int argc, char **argv) {
+static int toolMain(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(runCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-run: execute a zinc plan\n");
@@ -155,4 +156,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char **argv) {
+  // What the tool printed must have reached its standard output.
+  return zinc::finishStandardOutput("zinc-run", toolMain(argc, argv));
 }
