@@ -3,8 +3,8 @@
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/Safetensors.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/OutputFile.h"
 #include "zinc/support/Float16.h"
+#include "zinc/support/OutputFile.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cstring>
@@ -231,8 +231,8 @@ static llvm::Error writeTrace(Program &program, llvm::StringRef path,
                                           {"pid", 0},
                                           {"tid", t.stream}});
     }
-  llvm::json::Value trace(llvm::json::Object{
-      {"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}});
+  llvm::json::Value trace(llvm::json::Object{{"traceEvents", std::move(events)},
+                                             {"displayTimeUnit", "ms"}});
   return writeOutputFile(path, [&](llvm::raw_ostream &os) { os << trace; });
 }
 

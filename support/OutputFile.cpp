@@ -8,8 +8,7 @@ namespace zinc {
 
 std::string stagingPathFor(llvm::StringRef path) {
   llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(path, status) &&
-      llvm::sys::fs::exists(status) &&
+  if (!llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status) &&
       status.type() != llvm::sys::fs::file_type::regular_file)
     return path.str();
   // The pid keeps two processes writing the same file off each other's
@@ -45,8 +44,9 @@ llvm::Error commitOutput(llvm::StringRef staged, llvm::StringRef path) {
   return llvm::Error::success();
 }
 
-llvm::Error writeOutputFile(llvm::StringRef path,
-                            llvm::function_ref<void(llvm::raw_ostream &)> write) {
+llvm::Error
+writeOutputFile(llvm::StringRef path,
+                llvm::function_ref<void(llvm::raw_ostream &)> write) {
   std::string staged = stagingPathFor(path);
   std::error_code ec;
   llvm::raw_fd_ostream os(staged, ec);
@@ -68,8 +68,9 @@ int finishStandardOutput(llvm::StringRef tool, int code) {
     return code;
   std::error_code ec = out.error();
   out.clear_error();
-  llvm::errs() << tool << ": error: standard output: cannot write: "
-               << ec.message() << "\n";
+  llvm::errs() << tool
+               << ": error: standard output: cannot write: " << ec.message()
+               << "\n";
   return 1;
 }
 

@@ -1,19 +1,19 @@
 //===- zinc-compile.cpp - ONNX model to zinc plan -------------------------===//
 #include "zinc/frontend/OnnxImporter.h"
 #include "zinc/passes/CompileReport.h"
-#include "zinc/plan/PlanVerifier.h"
 #include "zinc/passes/EmitPlan.h"
 #include "zinc/passes/LossOutput.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PassManagerOptions.h"
+#include "zinc/plan/PlanVerifier.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/OutputFile.h"
 #include "zinc/support/Hardware.h"
+#include "zinc/support/OutputFile.h"
 #include "zinc/support/Size.h"
+#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -329,8 +329,8 @@ static Error compile() {
   if (Error err = verified.get())
     return zinc::addContext(std::move(err), modelPath);
   if (!reportPath.empty())
-    if (Error err = zinc::writeOutputFile(reportPath,
-                                          [&](raw_ostream &os) { os << report; }))
+    if (Error err = zinc::writeOutputFile(
+            reportPath, [&](raw_ostream &os) { os << report; }))
       return err;
   if (Error err = staged->commit())
     return err;

@@ -1,8 +1,8 @@
 //===- zinc-dump.cpp - Shows what a plan does -----------------------------===//
-#include "zinc/support/OutputFile.h"
 #include "zinc/plan/PlanDump.h"
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/OutputFile.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"

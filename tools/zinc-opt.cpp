@@ -1,8 +1,8 @@
 //===- zinc-opt.cpp - Runs passes over a graph in the IR text form --------===//
-#include "zinc/support/OutputFile.h"
 #include "zinc/passes/OptDriver.h"
 #include "zinc/passes/PassManagerOptions.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/OutputFile.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"

@@ -1,8 +1,8 @@
 //===- zinc-run.cpp - Executes a zinc plan for N steps --------------------===//
-#include "zinc/support/OutputFile.h"
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/StepLoop.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/OutputFile.h"
 #include "zinc/support/Size.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"

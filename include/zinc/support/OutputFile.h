@@ -35,8 +35,9 @@ llvm::Error checkOutput(llvm::raw_fd_ostream &os, llvm::StringRef path);
 /// Writes `path` with what `write` prints, all or nothing (stagingPathFor):
 /// on any failure the staged bytes are removed and `path` is left as it
 /// was.
-llvm::Error writeOutputFile(llvm::StringRef path,
-                            llvm::function_ref<void(llvm::raw_ostream &)> write);
+llvm::Error
+writeOutputFile(llvm::StringRef path,
+                llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 /// Moves the staged bytes of `path` into place (nothing to do when they
 /// were written in place); removes them on failure.
