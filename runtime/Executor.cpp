@@ -85,8 +85,13 @@ Executor::~Executor() { impl->stop(); }
 
 llvm::Expected<std::unique_ptr<Executor>>
 Executor::create(Program &program, const ExecutorOptions &opts) {
-  auto impl = std::make_unique<Impl>(program, opts.serial, opts.seed);
-  if (!opts.serial) {
+  // Checking numerics runs in plan order, so that the first non-finite
+  // value in plan order is the one reported.
+  bool serial = opts.serial || opts.checkNumerics;
+  auto impl = std::make_unique<Impl>(program, serial, opts.seed);
+  if (opts.checkNumerics)
+    impl->checkedBelow = lastCheckedInstruction(program);
+  if (!serial) {
     auto &prepared = program.instructions();
     if (program.nvme())
       markNvmeWriteBehind(program);

@@ -47,6 +47,14 @@ llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
 /// lane may hold back (NvmeWriteBehind.cpp).
 void markNvmeWriteBehind(Program &program);
 
+/// --check-numerics: the first non-finite value `inst` wrote, as an error
+/// naming the tensor (NumericsCheck.cpp).
+llvm::Error checkNumerics(const Program &program,
+                          const PreparedInstruction &inst);
+/// How many instructions, from the first, --check-numerics checks: all, or
+/// with loss scaling those up to the loss.
+unsigned lastCheckedInstruction(const Program &program);
+
 /// `err` prefixed with "node 'X' (Op): ".
 llvm::Error nodeError(const PreparedInstruction &inst, llvm::Error err);
 
@@ -85,6 +93,9 @@ struct Executor::Impl {
   int64_t stepNumber = 1;
   bool recording = false;
   Clock::time_point stepStart;
+
+  /// --check-numerics: instructions below this plan index are checked.
+  unsigned checkedBelow = 0;
 
   Impl(Program &program, bool serial, uint64_t seed)
       : program(program), serial(serial), seed(seed) {}
@@ -201,6 +212,9 @@ struct Executor::Impl {
       double start = record ? since(Clock::now()) : 0;
       if (llvm::Error err = runInstruction(program, inst, step, seed, stats))
         return nodeError(inst, std::move(err));
+      if (index < checkedBelow)
+        if (llvm::Error err = checkNumerics(program, inst))
+          return nodeError(inst, std::move(err));
       if (record)
         result.timings.push_back(
             {index, inst.stream, start, since(Clock::now())});

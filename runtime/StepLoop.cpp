@@ -285,6 +285,7 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
         return err;
   ExecutorOptions execOpts;
   execOpts.serial = opts.serial;
+  execOpts.checkNumerics = opts.checkNumerics;
   execOpts.seed = opts.seed;
   auto executor = Executor::create(program, execOpts);
   if (!executor)

@@ -33,6 +33,11 @@ static cl::opt<std::string> nvmeBlockSize(
 static cl::opt<unsigned> nvmeQueueDepth(
     "nvme-queue-depth", cl::desc("NVMe requests in flight (default 32)"), cl::init(0),
     cl::cat(runCategory));
+static cl::opt<bool> checkNumerics(
+    "check-numerics",
+    cl::desc("Stop at the first NaN or infinity a node writes, naming the node and the "
+             "tensor (runs the plan in order; with loss scaling, the forward pass only)"),
+    cl::cat(runCategory));
 static cl::opt<bool> nvmeValidate(
     "nvme-validate", cl::desc("Re-read every NVMe write and compare (slow; for debugging)"),
     cl::cat(runCategory));
@@ -130,6 +135,7 @@ static int toolMain(int argc, char **argv) {
   opts.saveOutputsPath = saveOutputs;
   opts.saveWeightsPath = saveWeights;
   opts.tracePath = tracePath;
+  opts.checkNumerics = checkNumerics;
   // ZINC_SERIAL=1: every instruction in plan order on one thread, the
   // reference the per-stream workers must match (debugging).
   if (Optional<std::string> serial = sys::Process::GetEnv("ZINC_SERIAL"))

@@ -49,6 +49,9 @@ struct ExecutorOptions {
   bool serial = false;
   /// The run's seed every kernel sees (Dropout's random stream).
   uint64_t seed = 0;
+  /// Stop at the first non-finite value a kernel writes, naming the node
+  /// and the tensor (zinc-run --check-numerics); runs in plan order.
+  bool checkNumerics = false;
 };
 
 /// Runs a program's steps: one worker thread per stream of the plan,

@@ -22,6 +22,8 @@ struct RunOptions {
   std::string tracePath;
   /// Run the plan in order on one thread instead of a worker per stream.
   bool serial = false;
+  /// Stop at the first non-finite value (ExecutorOptions::checkNumerics).
+  bool checkNumerics = false;
 };
 
 /// What one step did, for the tool to print.
