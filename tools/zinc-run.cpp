@@ -33,11 +33,13 @@ static cl::opt<std::string> nvmeBlockSize(
 static cl::opt<unsigned> nvmeQueueDepth(
     "nvme-queue-depth", cl::desc("NVMe requests in flight (default 32)"), cl::init(0),
     cl::cat(runCategory));
-static cl::opt<bool> checkNumerics(
-    "check-numerics",
-    cl::desc("Stop at the first NaN or infinity a node writes, naming the node and the "
-             "tensor (runs the plan in order; with loss scaling, the forward pass only)"),
-    cl::cat(runCategory));
+static cl::opt<bool>
+    checkNumerics("check-numerics",
+                  cl::desc("Stop at the first NaN or infinity a node writes, "
+                           "naming the node and the "
+                           "tensor (runs the plan in order; with loss scaling, "
+                           "the forward pass only)"),
+                  cl::cat(runCategory));
 static cl::opt<bool> nvmeValidate(
     "nvme-validate", cl::desc("Re-read every NVMe write and compare (slow; for debugging)"),
     cl::cat(runCategory));
