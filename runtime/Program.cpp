@@ -601,4 +601,23 @@ llvm::Error Program::readNvmeTensor(int id, void *dst) const {
   return llvm::Error::success();
 }
 
+llvm::Error Program::writeNvmeTensor(int id, const void *src) {
+  assert(places[id].tier == plan::TIER_NVME && "not an NVMe tensor");
+  uint64_t bytes = plan.tensors(id).size_bytes();
+  if (!bytes)
+    return llvm::Error::success();
+  // Between steps, so a zeroed buffer of its own (the tail sector's padding
+  // goes to the tier too).
+  uint64_t span = alignUpToSector(bytes);
+  std::unique_ptr<void, void (*)(void *)> staging(
+      std::aligned_alloc(kNvmeAlignment, span), std::free);
+  if (!staging)
+    return makeError("cannot allocate " + llvm::Twine(span) +
+                     " bytes to write tensor '" + plan.tensors(id).name() +
+                     "' to the NVMe tier");
+  std::memcpy(staging.get(), src, bytes);
+  std::memset(static_cast<uint8_t *>(staging.get()) + bytes, 0, span - bytes);
+  return nvmeStore->write(places[id].offset, staging.get(), bytes);
+}
+
 } // namespace zinc::rt

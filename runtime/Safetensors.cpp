@@ -116,33 +116,63 @@ const SafetensorView *SafetensorsFile::find(llvm::StringRef name) const {
   return it == entries.end() ? nullptr : &it->second;
 }
 
-llvm::Error writeSafetensors(llvm::StringRef path,
-                             llvm::ArrayRef<NamedTensor> tensors) {
+llvm::Error writeSafetensorsStreamed(
+    llvm::StringRef path, llvm::ArrayRef<StreamedTensor> tensors,
+    llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream &)> writeData) {
   llvm::json::Object header;
   uint64_t offset = 0;
-  for (const NamedTensor &t : tensors) {
+  for (const StreamedTensor &t : tensors) {
     llvm::json::Array shape;
     for (int64_t d : t.shape)
       shape.push_back(d);
     header[t.name] = llvm::json::Object{
         {"dtype", tagOf(t.dtype)},
         {"shape", std::move(shape)},
-        {"data_offsets", llvm::json::Array{offset, offset + t.data.size()}}};
-    offset += t.data.size();
+        {"data_offsets", llvm::json::Array{offset, offset + t.bytes}}};
+    offset += t.bytes;
   }
   std::string headerText;
   llvm::raw_string_ostream(headerText) << llvm::json::Value(std::move(header));
   // Pad with spaces so the data starts 8-byte aligned, as the format allows.
   headerText.append((8 - headerText.size() % 8) % 8, ' ');
 
-  return writeOutputFile(path, [&](llvm::raw_ostream &os) {
+  llvm::Error dataError = llvm::Error::success();
+  llvm::Error written = writeOutputFile(path, [&](llvm::raw_ostream &os) {
     uint64_t size = headerText.size();
     for (int i = 0; i < 8; ++i)
       os << static_cast<char>((size >> (8 * i)) & 0xff);
     os << headerText;
-    for (const NamedTensor &t : tensors)
-      os.write(reinterpret_cast<const char *>(t.data.data()), t.data.size());
+    for (size_t i = 0; i < tensors.size() && !dataError; ++i) {
+      uint64_t before = os.tell();
+      if (llvm::Error err = writeData(i, os))
+        dataError = std::move(err);
+      else if (os.tell() - before != tensors[i].bytes)
+        dataError = makeError(path + ": tensor '" + tensors[i].name +
+                              "' wrote " + llvm::Twine(os.tell() - before) +
+                              " bytes, not " + llvm::Twine(tensors[i].bytes));
+    }
   });
+  if (dataError) {
+    llvm::consumeError(std::move(written));
+    // What was written is incomplete: not left where a reader looks.
+    if (stagingPathFor(path) != path.str())
+      llvm::sys::fs::remove(path);
+    return dataError;
+  }
+  return written;
+}
+
+llvm::Error writeSafetensors(llvm::StringRef path,
+                             llvm::ArrayRef<NamedTensor> tensors) {
+  std::vector<StreamedTensor> headers;
+  for (const NamedTensor &t : tensors)
+    headers.push_back({t.name, t.dtype, t.shape, t.data.size()});
+  return writeSafetensorsStreamed(
+      path, headers, [&](size_t i, llvm::raw_ostream &os) {
+        os.write(reinterpret_cast<const char *>(tensors[i].data.data()),
+                 tensors[i].data.size());
+        return llvm::Error::success();
+      });
 }
 
 } // namespace zinc::rt

@@ -1,5 +1,6 @@
 //===- StepLoop.cpp - Feeding inputs, running steps, writing results ------===//
 #include "zinc/runtime/StepLoop.h"
+#include "zinc/runtime/Checkpoint.h"
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/Safetensors.h"
 #include "zinc/support/Error.h"
@@ -157,42 +158,6 @@ static llvm::Error writeOutputs(Program &program, llvm::StringRef path) {
   return writeSafetensors(path, out);
 }
 
-/// Weights and model state (BatchNorm running statistics) as fp32, keyed
-/// by ONNX initializer name.
-static llvm::Error writeWeights(Program &program, llvm::StringRef path) {
-  std::vector<std::vector<float>> storage;
-  std::vector<NamedTensor> out;
-  for (const plan::Tensor &t : program.getPlan().tensors()) {
-    if (t.role() != plan::ROLE_PARAMETER && t.role() != plan::ROLE_MODEL_STATE)
-      continue;
-    cpu::TensorRef ref = program.tensor(t.id());
-    std::vector<uint8_t> fromNvme;
-    if (program.place(t.id()).tier == plan::TIER_NVME) {
-      fromNvme.resize(ref.byteSize());
-      if (auto err = program.readNvmeTensor(t.id(), fromNvme.data()))
-        return addContext(std::move(err),
-                          "parameter '" + t.init().name() + "'");
-      ref.data = fromNvme.data();
-    }
-    std::vector<float> values(ref.numElements());
-    for (size_t i = 0; i < values.size(); ++i) {
-      switch (ref.dtype) {
-      case DType::F32: values[i] = ref.as<float>()[i]; break;
-      case DType::F64: values[i] = static_cast<float>(ref.as<double>()[i]); break;
-      case DType::F16: values[i] = halfToFloat(ref.as<uint16_t>()[i]); break;
-      case DType::BF16: values[i] = bf16ToFloat(ref.as<uint16_t>()[i]); break;
-      default: break;
-      }
-    }
-    storage.push_back(std::move(values));
-    const std::vector<float> &v = storage.back();
-    out.push_back({t.init().name(), DType::F32, ref.shape,
-                   llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(v.data()),
-                                           v.size() * sizeof(float))});
-  }
-  return writeSafetensors(path, out);
-}
-
 static llvm::Error writeTrace(Program &program, llvm::StringRef path,
                               llvm::ArrayRef<std::pair<double, StepResult>> steps) {
   llvm::json::Array events;
@@ -236,8 +201,24 @@ static llvm::Error writeTrace(Program &program, llvm::StringRef path,
   return writeOutputFile(path, [&](llvm::raw_ostream &os) { os << trace; });
 }
 
-llvm::Error runSteps(Program &program, const RunOptions &opts,
+llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
                      llvm::function_ref<void(const StepReport &)> onStep) {
+  RunOptions opts = givenOpts;
+  uint64_t firstStep = 0;
+  if (!opts.resumePath.empty()) {
+    auto resumed = resumeFromCheckpoint(program, opts.resumePath);
+    if (!resumed)
+      return resumed.takeError();
+    firstStep = resumed->stepsDone;
+    // The data position and the Dropout masks follow from the step and
+    // the seed: the checkpoint's seed continues its run.
+    opts.seed = resumed->seed;
+    if (opts.note)
+      opts.note(("resuming from " + resumed->path + ": " +
+                 llvm::Twine(firstStep) +
+                 " steps done, --steps=" + llvm::Twine(opts.steps))
+                    .str());
+  }
   InputFeeder feeder;
   if (auto err = feeder.open(program, opts))
     return err;
@@ -290,7 +271,7 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
   auto executor = Executor::create(program, execOpts);
   if (!executor)
     return executor.takeError();
-  for (unsigned step = 0; step < opts.steps; ++step) {
+  for (unsigned step = firstStep; step < opts.steps; ++step) {
     feeder.feed(program, step);
     auto result = (*executor)->run(step + 1, tracing);
     if (!result)
@@ -318,6 +299,13 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
         return err;
     }
     onStep(report);
+    uint64_t stepsDone = step + 1;
+    if (!opts.checkpointDir.empty() &&
+        ((opts.checkpointEvery && stepsDone % opts.checkpointEvery == 0) ||
+         stepsDone == opts.steps))
+      if (auto err = saveCheckpoint(program, opts.checkpointDir, stepsDone,
+                                    opts.seed, opts.checkpointKeep, opts.note))
+        return err;
     if (tracing)
       traced.push_back({elapsed, std::move(*result)});
     elapsed += report.seconds;
@@ -329,7 +317,7 @@ llvm::Error runSteps(Program &program, const RunOptions &opts,
     if (auto err = writeOutputs(program, opts.saveOutputsPath))
       return err;
   if (!opts.saveWeightsPath.empty())
-    if (auto err = writeWeights(program, opts.saveWeightsPath))
+    if (auto err = writeTrainedWeights(program, opts.saveWeightsPath))
       return err;
   if (tracing)
     return writeTrace(program, opts.tracePath, traced);

@@ -33,6 +33,25 @@ static cl::opt<std::string> nvmeBlockSize(
 static cl::opt<unsigned> nvmeQueueDepth(
     "nvme-queue-depth", cl::desc("NVMe requests in flight (default 32)"), cl::init(0),
     cl::cat(runCategory));
+static cl::opt<std::string> checkpointDir(
+    "checkpoint-dir",
+    cl::desc(
+        "Write checkpoints into DIR/step-<S>/ (after the last step, and every "
+        "--checkpoint-every steps)"),
+    cl::value_desc("DIR"), cl::cat(runCategory));
+static cl::opt<unsigned> checkpointEvery("checkpoint-every",
+                                         cl::desc("Steps between checkpoints"),
+                                         cl::value_desc("N"), cl::init(0),
+                                         cl::cat(runCategory));
+static cl::opt<unsigned>
+    checkpointKeep("checkpoint-keep",
+                   cl::desc("Keep the newest K checkpoints (default: all)"),
+                   cl::value_desc("K"), cl::init(0), cl::cat(runCategory));
+static cl::opt<std::string> resume(
+    "resume",
+    cl::desc("Continue from the newest complete checkpoint under DIR (or DIR "
+             "itself); --steps is then the step count to reach"),
+    cl::value_desc("DIR"), cl::cat(runCategory));
 static cl::opt<bool>
     checkNumerics("check-numerics",
                   cl::desc("Stop at the first NaN or infinity a node writes, "
@@ -138,6 +157,26 @@ static int toolMain(int argc, char **argv) {
   opts.saveWeightsPath = saveWeights;
   opts.tracePath = tracePath;
   opts.checkNumerics = checkNumerics;
+  if ((checkpointEvery.getNumOccurrences() ||
+       checkpointKeep.getNumOccurrences()) &&
+      checkpointDir.empty()) {
+    zinc::printError(
+        tool, zinc::makeError("--checkpoint-every and --checkpoint-keep need "
+                              "--checkpoint-dir=DIR"));
+    return 1;
+  }
+  if (checkpointEvery.getNumOccurrences() && checkpointEvery == 0) {
+    zinc::printError(tool,
+                     zinc::makeError("--checkpoint-every must be at least 1"));
+    return 1;
+  }
+  opts.checkpointDir = checkpointDir;
+  opts.checkpointEvery = checkpointEvery;
+  opts.checkpointKeep = checkpointKeep;
+  opts.resumePath = resume;
+  opts.note = [](StringRef msg) {
+    errs() << tool << ": note: " << msg << "\n";
+  };
   // ZINC_SERIAL=1: every instruction in plan order on one thread, the
   // reference the per-stream workers must match (debugging).
   if (Optional<std::string> serial = sys::Process::GetEnv("ZINC_SERIAL"))

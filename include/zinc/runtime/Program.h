@@ -155,6 +155,9 @@ public:
 
   /// Reads an NVMe-tier tensor's bytes into `dst` (tests, --save-weights).
   llvm::Error readNvmeTensor(int id, void *dst) const;
+  /// Writes `src` (the tensor's bytes) into an NVMe-tier tensor (resuming
+  /// from a checkpoint).
+  llvm::Error writeNvmeTensor(int id, const void *src);
 
 private:
   static llvm::Expected<std::unique_ptr<Program>>

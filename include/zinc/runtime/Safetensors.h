@@ -4,10 +4,12 @@
 
 #include "zinc/support/DType.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 #include <memory>
 
 namespace zinc::rt {
@@ -43,6 +45,24 @@ struct NamedTensor {
 /// Writes tensors in the given order (written atomically via a rename).
 llvm::Error writeSafetensors(llvm::StringRef path,
                              llvm::ArrayRef<NamedTensor> tensors);
+
+/// A tensor whose bytes writeSafetensorsStreamed asks for when their turn
+/// comes: `bytes` of them, dense and little-endian.
+struct StreamedTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  llvm::SmallVector<int64_t, 6> shape;
+  uint64_t bytes = 0;
+};
+
+/// Writes the header, then each tensor's bytes as `writeData(i, os)` prints
+/// them, one tensor at a time (nothing is staged: tensors that live on NVMe
+/// are read into a buffer of one tensor at a time). All or nothing, as
+/// writeSafetensors; `writeData`'s error, or a byte count that differs from
+/// the header's, fails the write.
+llvm::Error writeSafetensorsStreamed(
+    llvm::StringRef path, llvm::ArrayRef<StreamedTensor> tensors,
+    llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream &)> writeData);
 
 } // namespace zinc::rt
 

@@ -6,6 +6,7 @@
 #include "zinc/runtime/Program.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include <functional>
 
 namespace zinc::rt {
 
@@ -24,6 +25,17 @@ struct RunOptions {
   bool serial = false;
   /// Stop at the first non-finite value (ExecutorOptions::checkNumerics).
   bool checkNumerics = false;
+  /// Checkpoints (Checkpoint.h): into this directory, after every
+  /// `checkpointEvery` steps (0: only after the last), keeping the newest
+  /// `checkpointKeep` (0: all).
+  std::string checkpointDir;
+  unsigned checkpointEvery = 0;
+  unsigned checkpointKeep = 0;
+  /// Resume from this checkpoint, or the newest one in this directory;
+  /// `steps` is then the step count to reach. The checkpoint's seed is used.
+  std::string resumePath;
+  /// Receives one-line notes (resuming, checkpoints removed).
+  std::function<void(llvm::StringRef)> note;
 };
 
 /// What one step did, for the tool to print.

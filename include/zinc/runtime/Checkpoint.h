@@ -1,0 +1,66 @@
+//===- Checkpoint.h - Training checkpoints that survive crashes -----------===//
+//
+// zinc-run --checkpoint-dir=DIR writes DIR/step-<S>/ after S steps:
+//   model.safetensors  the trained fp32 weights keyed by ONNX initializer
+//                      name (what --save-weights writes; any safetensors
+//                      reader loads it);
+//   state.safetensors  every tensor the step carries from one step to the
+//                      next (parameters, optimizer states and master weights,
+//                      BatchNorm running statistics, the loss scale), in its
+//                      own type, keyed by its name in the plan;
+//   manifest.json      the step, the seed, the plan's identity (each state
+//                      tensor's name, type and shape) and each file's size
+//                      and xxHash64.
+// The data position and every Dropout mask follow from the step and the seed
+// (counter-based), so these resume a run exactly.
+//
+// A checkpoint is written into DIR/step-<S>.partial-<pid>, each file fsynced,
+// then renamed to DIR/step-<S> and DIR fsynced: a crash at any moment leaves
+// the previous checkpoints whole. Tensors that live on NVMe are streamed one
+// at a time. --resume picks the newest complete checkpoint and checks it
+// against the plan and its own checksums before touching a tensor.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZINC_RUNTIME_CHECKPOINT_H
+#define ZINC_RUNTIME_CHECKPOINT_H
+
+#include "zinc/runtime/Program.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace zinc::rt {
+
+/// The trained weights and model state (BatchNorm running statistics) as
+/// fp32 safetensors keyed by ONNX initializer name (--save-weights, and a
+/// checkpoint's model.safetensors); NVMe-resident ones one at a time.
+llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path);
+
+/// Writes DIR/step-<stepsDone> (replacing one of that name), then removes
+/// all but the newest `keep` checkpoints (0: keep all) and partial ones left
+/// by processes that died. `note` hears what was removed.
+llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
+                           uint64_t stepsDone, uint64_t seed, unsigned keep,
+                           const std::function<void(llvm::StringRef)> &note);
+
+/// Where a run resumes.
+struct ResumePoint {
+  /// The checkpoint directory used.
+  std::string path;
+  /// Steps already done: the next step is this one (0-based).
+  uint64_t stepsDone = 0;
+  uint64_t seed = 0;
+};
+
+/// `path` is a checkpoint (it has a manifest.json) or a directory of them
+/// (the newest complete one is used). Checks the manifest against the plan
+/// (naming the first difference) and the files against their checksums
+/// (naming the file), then loads every state tensor into its home tier.
+llvm::Expected<ResumePoint> resumeFromCheckpoint(Program &program,
+                                                 llvm::StringRef path);
+
+} // namespace zinc::rt
+
+#endif

@@ -1,0 +1,377 @@
+//===- Checkpoint.cpp - Training checkpoints that survive crashes ---------===//
+#include "zinc/runtime/Checkpoint.h"
+#include "zinc/runtime/Safetensors.h"
+#include "zinc/support/Error.h"
+#include "zinc/support/Float16.h"
+#include "zinc/support/OutputFile.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/xxhash.h"
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace zinc::rt {
+
+namespace {
+
+constexpr const char *kManifest = "manifest.json";
+constexpr const char *kModelFile = "model.safetensors";
+constexpr const char *kStateFile = "state.safetensors";
+constexpr int kFormat = 1;
+
+bool isCheckpointed(const plan::Tensor &t) {
+  return t.role() == plan::ROLE_PARAMETER || t.role() == plan::ROLE_STATE ||
+         t.role() == plan::ROLE_MODEL_STATE;
+}
+
+std::string shapeText(const DType dtype, llvm::ArrayRef<int64_t> shape) {
+  std::string text = dtypeName(dtype).str() + "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// fsync of a file or directory by name: the rename that publishes a
+/// checkpoint must not reach the disk before what it names.
+llvm::Error syncPath(llvm::StringRef path) {
+  int fd = ::open(std::string(path).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return makeError(path + ": cannot open to sync: " + std::strerror(errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0)
+    return makeError(path + ": fsync: " + std::strerror(err));
+  return llvm::Error::success();
+}
+
+/// The bytes of a checkpointed tensor, read from NVMe into `scratch` when
+/// that is its home.
+llvm::Expected<llvm::ArrayRef<uint8_t>>
+tensorBytes(Program &program, int id, std::vector<uint8_t> &scratch) {
+  const cpu::TensorRef &ref = program.tensor(id);
+  uint64_t bytes = program.getPlan().tensors(id).size_bytes();
+  if (program.place(id).tier != plan::TIER_NVME)
+    return llvm::ArrayRef<uint8_t>(static_cast<const uint8_t *>(ref.data),
+                                   bytes);
+  scratch.resize(bytes);
+  if (auto err = program.readNvmeTensor(id, scratch.data()))
+    return std::move(err);
+  return llvm::ArrayRef<uint8_t>(scratch);
+}
+
+/// "step-<S>" -> S, for complete checkpoints' names only.
+llvm::Optional<uint64_t> stepOfName(llvm::StringRef name) {
+  uint64_t step;
+  if (!name.consume_front("step-") || name.getAsInteger(10, step))
+    return llvm::None;
+  return step;
+}
+
+llvm::Error removeTree(llvm::StringRef path) {
+  if (std::error_code ec = llvm::sys::fs::remove_directories(path))
+    return makeError(path + ": cannot remove: " + ec.message());
+  return llvm::Error::success();
+}
+
+/// Removes all but the newest `keep` checkpoints of `dir` (0: none), and the
+/// partial ones whose writer is gone.
+llvm::Error prune(llvm::StringRef dir, unsigned keep,
+                  const std::function<void(llvm::StringRef)> &note) {
+  std::vector<std::pair<uint64_t, std::string>> complete;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (auto step = stepOfName(name)) {
+      complete.push_back({*step, it->path()});
+      continue;
+    }
+    size_t at = name.find(".partial-");
+    int pid;
+    if (name.startswith("step-") && at != llvm::StringRef::npos &&
+        !name.drop_front(at + 9).getAsInteger(10, pid) && pid != ::getpid() &&
+        ::kill(pid, 0) != 0 && errno == ESRCH) {
+      if (auto err = removeTree(it->path()))
+        return err;
+      if (note)
+        note("removed " + it->path() +
+             ", a checkpoint its process did not finish");
+    }
+  }
+  if (ec)
+    return makeError(dir + ": cannot list: " + ec.message());
+  if (!keep || complete.size() <= keep)
+    return llvm::Error::success();
+  std::sort(complete.begin(), complete.end());
+  for (size_t i = 0; i + keep < complete.size(); ++i)
+    if (auto err = removeTree(complete[i].second))
+      return err;
+  return llvm::Error::success();
+}
+
+/// The manifest's view of the plan: each checkpointed tensor's name, type
+/// and shape, in plan order.
+llvm::json::Array planIdentity(const Program &program) {
+  llvm::json::Array tensors;
+  for (const plan::Tensor &t : program.getPlan().tensors())
+    if (isCheckpointed(t)) {
+      const cpu::TensorRef &ref = program.tensor(t.id());
+      tensors.push_back(llvm::json::Object{
+          {"name", t.name()}, {"type", shapeText(ref.dtype, ref.shape)}});
+    }
+  return tensors;
+}
+
+llvm::Expected<llvm::json::Object> fileRecord(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return makeError(path +
+                     ": cannot read back: " + buffer.getError().message());
+  return llvm::json::Object{
+      {"bytes", static_cast<int64_t>((*buffer)->getBufferSize())},
+      {"xxh64", llvm::utohexstr(llvm::xxHash64((*buffer)->getBuffer()))}};
+}
+
+} // namespace
+
+llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
+  std::vector<StreamedTensor> headers;
+  std::vector<int> ids;
+  for (const plan::Tensor &t : program.getPlan().tensors()) {
+    if (t.role() != plan::ROLE_PARAMETER && t.role() != plan::ROLE_MODEL_STATE)
+      continue;
+    const cpu::TensorRef &ref = program.tensor(t.id());
+    headers.push_back({t.init().name(), DType::F32, ref.shape,
+                       static_cast<uint64_t>(ref.numElements()) * 4});
+    ids.push_back(t.id());
+  }
+  std::vector<uint8_t> scratch;
+  std::vector<float> values;
+  return writeSafetensorsStreamed(
+      path, headers, [&](size_t i, llvm::raw_ostream &os) -> llvm::Error {
+        int id = ids[i];
+        auto bytes = tensorBytes(program, id, scratch);
+        if (!bytes)
+          return addContext(bytes.takeError(),
+                            "parameter '" + headers[i].name + "'");
+        cpu::TensorRef ref = program.tensor(id);
+        ref.data = const_cast<uint8_t *>(bytes->data());
+        values.resize(ref.numElements());
+        for (size_t k = 0; k < values.size(); ++k) {
+          switch (ref.dtype) {
+          case DType::F32:
+            values[k] = ref.as<float>()[k];
+            break;
+          case DType::F64:
+            values[k] = static_cast<float>(ref.as<double>()[k]);
+            break;
+          case DType::F16:
+            values[k] = halfToFloat(ref.as<uint16_t>()[k]);
+            break;
+          case DType::BF16:
+            values[k] = bf16ToFloat(ref.as<uint16_t>()[k]);
+            break;
+          default:
+            values[k] = 0;
+            break;
+          }
+        }
+        os.write(reinterpret_cast<const char *>(values.data()),
+                 values.size() * sizeof(float));
+        return llvm::Error::success();
+      });
+}
+
+llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
+                           uint64_t stepsDone, uint64_t seed, unsigned keep,
+                           const std::function<void(llvm::StringRef)> &note) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return makeError(
+        dir + ": cannot create the checkpoint directory: " + ec.message());
+  std::string name = "step-" + std::to_string(stepsDone);
+  std::string final = (dir + "/" + name).str();
+  std::string partial = final + ".partial-" + std::to_string(::getpid());
+  if (llvm::sys::fs::exists(partial))
+    if (auto err = removeTree(partial))
+      return err;
+  if (std::error_code ec = llvm::sys::fs::create_directory(partial))
+    return makeError(partial + ": cannot create: " + ec.message());
+  auto fail = [&](llvm::Error err) {
+    (void)llvm::sys::fs::remove_directories(partial);
+    return addContext(std::move(err),
+                      "checkpoint after step " + llvm::Twine(stepsDone));
+  };
+
+  if (auto err = writeTrainedWeights(program, partial + "/" + kModelFile))
+    return fail(std::move(err));
+  std::vector<StreamedTensor> headers;
+  std::vector<int> ids;
+  for (const plan::Tensor &t : program.getPlan().tensors())
+    if (isCheckpointed(t)) {
+      const cpu::TensorRef &ref = program.tensor(t.id());
+      headers.push_back({t.name(), ref.dtype, ref.shape, t.size_bytes()});
+      ids.push_back(t.id());
+    }
+  std::vector<uint8_t> scratch;
+  if (auto err = writeSafetensorsStreamed(
+          partial + "/" + kStateFile, headers,
+          [&](size_t i, llvm::raw_ostream &os) -> llvm::Error {
+            auto bytes = tensorBytes(program, ids[i], scratch);
+            if (!bytes)
+              return addContext(bytes.takeError(),
+                                "tensor '" + headers[i].name + "'");
+            os.write(reinterpret_cast<const char *>(bytes->data()),
+                     bytes->size());
+            return llvm::Error::success();
+          }))
+    return fail(std::move(err));
+
+  llvm::json::Object files;
+  for (const char *file : {kModelFile, kStateFile}) {
+    auto record = fileRecord(partial + "/" + file);
+    if (!record)
+      return fail(record.takeError());
+    files[file] = std::move(*record);
+  }
+  llvm::json::Object manifest{{"format", kFormat},
+                              {"producer", "zinc-run"},
+                              {"step", static_cast<int64_t>(stepsDone)},
+                              {"seed", std::to_string(seed)},
+                              {"plan", planIdentity(program)},
+                              {"files", std::move(files)}};
+  std::string manifestPath = partial + "/" + kManifest;
+  if (auto err = writeOutputFile(manifestPath, [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
+           << "\n";
+      }))
+    return fail(std::move(err));
+  for (const char *file : {kModelFile, kStateFile, kManifest})
+    if (auto err = syncPath(partial + "/" + file))
+      return fail(std::move(err));
+  if (auto err = syncPath(partial))
+    return fail(std::move(err));
+  // Publish: a checkpoint of the same step (an earlier run) is replaced.
+  if (llvm::sys::fs::exists(final))
+    if (auto err = removeTree(final))
+      return fail(std::move(err));
+  if (std::error_code ec = llvm::sys::fs::rename(partial, final))
+    return fail(
+        makeError(final + ": cannot rename into place: " + ec.message()));
+  if (auto err = syncPath(dir))
+    return err;
+  return prune(dir, keep, note);
+}
+
+llvm::Expected<ResumePoint> resumeFromCheckpoint(Program &program,
+                                                 llvm::StringRef path) {
+  std::string chosen = path.str();
+  if (!llvm::sys::fs::exists(path + "/" + kManifest)) {
+    std::error_code ec;
+    llvm::Optional<std::pair<uint64_t, std::string>> newest;
+    for (llvm::sys::fs::directory_iterator it(path, ec), end; it != end && !ec;
+         it.increment(ec)) {
+      auto step = stepOfName(llvm::sys::path::filename(it->path()));
+      if (step && llvm::sys::fs::exists(it->path() + "/" + kManifest) &&
+          (!newest || *step > newest->first))
+        newest = std::make_pair(*step, it->path());
+    }
+    if (ec)
+      return makeError(path + ": --resume: cannot list: " + ec.message());
+    if (!newest)
+      return makeError(path + ": --resume: no complete checkpoint here (a "
+                              "step-<S> directory with a manifest.json)");
+    chosen = newest->second;
+  }
+  std::string manifestPath = chosen + "/" + kManifest;
+  auto text = llvm::MemoryBuffer::getFile(manifestPath);
+  if (!text)
+    return makeError(manifestPath +
+                     ": cannot read: " + text.getError().message());
+  auto parsed = llvm::json::parse((*text)->getBuffer());
+  if (!parsed)
+    return makeError(manifestPath + ": not a checkpoint manifest: " +
+                     llvm::toString(parsed.takeError()));
+  const llvm::json::Object *manifest = parsed->getAsObject();
+  auto bad = [&](const llvm::Twine &why) {
+    return makeError(manifestPath + ": not a checkpoint manifest: " + why);
+  };
+  if (!manifest)
+    return bad("not a JSON object");
+  auto format = manifest->getInteger("format");
+  if (!format || *format != kFormat)
+    return bad("format " + llvm::Twine(format ? *format : -1) +
+               ", this zinc-run reads " + llvm::Twine(kFormat));
+  auto step = manifest->getInteger("step");
+  auto seedText = manifest->getString("seed");
+  const llvm::json::Array *tensors = manifest->getArray("plan");
+  const llvm::json::Object *files = manifest->getObject("files");
+  uint64_t seed;
+  if (!step || *step < 0 || !seedText || seedText->getAsInteger(10, seed) ||
+      !tensors || !files)
+    return bad("step, seed, plan or files missing");
+
+  // The plan: the same state tensors, in the same types and shapes.
+  llvm::json::Array mine = planIdentity(program);
+  for (size_t i = 0; i < std::max(mine.size(), tensors->size()); ++i) {
+    auto entry = [](const llvm::json::Array &a, size_t i) -> std::string {
+      if (i >= a.size() || !a[i].getAsObject())
+        return "nothing";
+      const llvm::json::Object &o = *a[i].getAsObject();
+      return "'" + o.getString("name").getValueOr("?").str() + "' " +
+             o.getString("type").getValueOr("?").str();
+    };
+    std::string theirs = entry(*tensors, i), ours = entry(mine, i);
+    if (theirs != ours)
+      return makeError(chosen +
+                       ": --resume: the checkpoint is of another "
+                       "plan: its state tensor " +
+                       llvm::Twine(i) + " is " + theirs + ", this plan's is " +
+                       ours);
+  }
+  // The files: whole, as written.
+  for (const char *file : {kModelFile, kStateFile}) {
+    const llvm::json::Object *record = files->getObject(file);
+    std::string filePath = chosen + "/" + file;
+    if (!record)
+      return bad(llvm::Twine("no record of ") + file);
+    auto actual = fileRecord(filePath);
+    if (!actual)
+      return actual.takeError();
+    if (actual->getInteger("bytes") != record->getInteger("bytes") ||
+        actual->getString("xxh64") != record->getString("xxh64"))
+      return makeError(filePath +
+                       ": --resume: the file differs from the checkpoint's "
+                       "manifest (size or xxHash64): truncated or corrupted");
+  }
+  auto state = SafetensorsFile::open(chosen + "/" + kStateFile);
+  if (!state)
+    return state.takeError();
+  for (const plan::Tensor &t : program.getPlan().tensors()) {
+    if (!isCheckpointed(t))
+      continue;
+    const SafetensorView *view = state->find(t.name());
+    if (!view || view->data.size() != t.size_bytes())
+      return makeError(chosen + "/" + kStateFile + ": --resume: tensor '" +
+                       t.name() + "' is missing or of another size");
+    if (program.place(t.id()).tier == plan::TIER_NVME) {
+      if (auto err = program.writeNvmeTensor(t.id(), view->data.data()))
+        return addContext(std::move(err),
+                          "--resume: tensor '" + t.name() + "'");
+    } else {
+      std::memcpy(program.tensor(t.id()).data, view->data.data(),
+                  view->data.size());
+    }
+  }
+  return ResumePoint{chosen, static_cast<uint64_t>(*step), seed};
+}
+
+} // namespace zinc::rt
