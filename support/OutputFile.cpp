@@ -2,6 +2,7 @@
 #include "zinc/support/OutputFile.h"
 #include "zinc/support/Error.h"
 #include "llvm/Support/FileSystem.h"
+#include <csignal>
 #include <unistd.h>
 
 namespace zinc {
@@ -60,6 +61,8 @@ writeOutputFile(llvm::StringRef path,
   }
   return commitOutput(staged, path);
 }
+
+void reportFileSizeLimitAsWriteErrors() { ::signal(SIGXFSZ, SIG_IGN); }
 
 int finishStandardOutput(llvm::StringRef tool, int code) {
   llvm::raw_fd_ostream &out = llvm::outs();

@@ -345,6 +345,7 @@ static Error compile() {
 
 static int toolMain(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  zinc::reportFileSizeLimitAsWriteErrors();
   zinc::passes::registerPassManagerCLOptions(compileCategory);
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-compile: ONNX model to zinc plan\n");

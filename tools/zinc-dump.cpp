@@ -23,6 +23,7 @@ static cl::opt<bool>
 
 static int toolMain(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  zinc::reportFileSizeLimitAsWriteErrors();
   cl::HideUnrelatedOptions(dumpCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-dump: show a zinc plan\n");
   if (outputFormat != "text" && outputFormat != "json") {

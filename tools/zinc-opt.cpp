@@ -16,6 +16,7 @@ static constexpr llvm::StringLiteral kTool = "zinc-opt";
 
 static int toolMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  zinc::reportFileSizeLimitAsWriteErrors();
   cl::OptionCategory category("zinc-opt options");
   cl::opt<std::string> inputFile(cl::Positional, cl::init("-"),
                                  cl::desc("<input .zir, - for stdin>"),

@@ -102,6 +102,7 @@ static void drawProgress(const zinc::rt::StepReport &r, double elapsed) {
 
 static int toolMain(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  zinc::reportFileSizeLimitAsWriteErrors();
   cl::HideUnrelatedOptions(runCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-run: execute a zinc plan\n");
 

@@ -43,6 +43,12 @@ writeOutputFile(llvm::StringRef path,
 /// were written in place); removes them on failure.
 llvm::Error commitOutput(llvm::StringRef staged, llvm::StringRef path);
 
+/// Makes a write past the file-size limit (RLIMIT_FSIZE, `ulimit -f`) fail
+/// with EFBIG, reported like any write error, instead of killing the process
+/// with SIGXFSZ (which LLVM's crash handler would turn into a stack dump).
+/// Call after llvm::InitLLVM, which installs that handler.
+void reportFileSizeLimitAsWriteErrors();
+
 /// A tool's exit status once its standard output is flushed: `code`, or 1
 /// with "TOOL: error: standard output: cannot write: REASON" on stderr when
 /// a write to it failed (a full disk behind a redirection, a closed pipe).
