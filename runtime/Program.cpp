@@ -582,22 +582,30 @@ llvm::Error Program::loadWeights() {
   return loadInitializers(plan, tensorOf, loaded);
 }
 
+/// A zeroed buffer of its own holding an NVMe tensor's whole sectors: used
+/// between steps (saving weights, checkpoints, tests), so it shares no
+/// staging with the executor, and the tail sector's padding is zeros.
+static llvm::Expected<storage::AlignedBuffer>
+sectorBuffer(uint64_t bytes, const plan::Tensor &t, llvm::StringRef what) {
+  auto buffer = storage::AlignedBuffer::allocate(bytes);
+  if (!buffer)
+    return addContext(buffer.takeError(), llvm::Twine("cannot ") + what +
+                                              " tensor '" + t.name() +
+                                              "' in the NVMe tier");
+  return buffer;
+}
+
 llvm::Error Program::readNvmeTensor(int id, void *dst) const {
   assert(places[id].tier == plan::TIER_NVME && "not an NVMe tensor");
   uint64_t bytes = plan.tensors(id).size_bytes();
   if (!bytes)
     return llvm::Error::success();
-  // Between steps (saving weights, tests), so a buffer of its own is fine.
-  uint64_t span = alignUpToSector(bytes);
-  std::unique_ptr<void, void (*)(void *)> staging(
-      std::aligned_alloc(kNvmeAlignment, span), std::free);
+  auto staging = sectorBuffer(bytes, plan.tensors(id), "read");
   if (!staging)
-    return makeError("cannot allocate " + llvm::Twine(span) +
-                     " bytes to read tensor '" + plan.tensors(id).name() +
-                     "' from the NVMe tier");
-  if (auto err = nvmeStore->read(places[id].offset, staging.get(), bytes))
+    return staging.takeError();
+  if (auto err = nvmeStore->read(places[id].offset, staging->data(), bytes))
     return err;
-  std::memcpy(dst, staging.get(), bytes);
+  std::memcpy(dst, staging->data(), bytes);
   return llvm::Error::success();
 }
 
@@ -606,18 +614,11 @@ llvm::Error Program::writeNvmeTensor(int id, const void *src) {
   uint64_t bytes = plan.tensors(id).size_bytes();
   if (!bytes)
     return llvm::Error::success();
-  // Between steps, so a zeroed buffer of its own (the tail sector's padding
-  // goes to the tier too).
-  uint64_t span = alignUpToSector(bytes);
-  std::unique_ptr<void, void (*)(void *)> staging(
-      std::aligned_alloc(kNvmeAlignment, span), std::free);
+  auto staging = sectorBuffer(bytes, plan.tensors(id), "write");
   if (!staging)
-    return makeError("cannot allocate " + llvm::Twine(span) +
-                     " bytes to write tensor '" + plan.tensors(id).name() +
-                     "' to the NVMe tier");
-  std::memcpy(staging.get(), src, bytes);
-  std::memset(static_cast<uint8_t *>(staging.get()) + bytes, 0, span - bytes);
-  return nvmeStore->write(places[id].offset, staging.get(), bytes);
+    return staging.takeError();
+  std::memcpy(staging->data(), src, bytes);
+  return nvmeStore->write(places[id].offset, staging->data(), bytes);
 }
 
 } // namespace zinc::rt
