@@ -46,6 +46,18 @@ test-venv: deps
 test: build test-venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The unit, lit and cpu end-to-end tests under AddressSanitizer and
+# UndefinedBehaviorSanitizer, in their own build directory (CI runs it after
+# make test; ~9 min on 2 cores). The ONNX conformance run, the transformers
+# e2e tests and the benchmarks' smoke test stay in make test.
+SAN_BUILD ?= build-sanitize
+.PHONY: test-sanitize
+test-sanitize: deps
+	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZINC_SANITIZE=ON
+	cmake --build $(SAN_BUILD) -j $(JOBS)
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -E 'conformance|transformers|bench'
+
 # Training steps/s of the bundled example, zinc vs PyTorch; JSON in bench/results/.
 bench: build
 	/usr/bin/python3 bench/train_gpt.py --build-dir $(BUILD)
