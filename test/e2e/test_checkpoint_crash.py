@@ -16,6 +16,7 @@ Run: ZINC_BUILD_DIR=/path/to/build /usr/bin/python3 -m unittest discover -s test
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -24,28 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MODEL = os.path.join(ROOT, "examples", "gpt", "gpt.onnx")
 DATA = os.path.join(ROOT, "examples", "gpt", "data.safetensors")
+sys.path.insert(0, HERE)
+from harness import TIMEOUT, run_tool as run, tools  # noqa: E402
+
 STEPS = 60
-TIMEOUT = 600
-
-
-def tools():
-    build = os.environ.get("ZINC_BUILD_DIR", "./build")
-    bins = [os.path.join(build, "tools", t) for t in ("zinc-compile", "zinc-run")]
-    missing = [p for p in bins if not os.access(p, os.X_OK)]
-    if missing:
-        if "ZINC_BUILD_DIR" in os.environ:
-            raise AssertionError("ZINC_BUILD_DIR is set but %s missing" % missing)
-        raise unittest.SkipTest("zinc tools not built; set ZINC_BUILD_DIR")
-    return bins
-
-
-def run(argv):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=TIMEOUT)
-    if proc.returncode != 0:
-        raise AssertionError("%s exited %d:\n%s" % (" ".join(argv), proc.returncode,
-                                                    proc.stderr.decode()[-4000:]))
-    return proc
 
 
 def read(path):
