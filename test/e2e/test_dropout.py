@@ -196,12 +196,12 @@ class DropoutTest(unittest.TestCase):
             type(self).mlp_model, type(self).mlp_data = model, data
         return self.path("mlp.zplan")
 
-    def train_zinc(self, seed, steps, tag):
+    def train_zinc(self, seed, steps, tag, extra=()):
         metrics = self.path("metrics-%s.jsonl" % tag)
         weights = self.path("weights-%s.safetensors" % tag)
         run_tool([self.run_bin, self.mlp(), "--steps=%d" % steps, "--seed=%d" % seed,
                   "--data=" + self.path("mlp.safetensors"), "--metrics=" + metrics,
-                  "--save-weights=" + weights])
+                  "--save-weights=" + weights] + list(extra))
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f if line.strip()]
         with open(weights, "rb") as f:
@@ -215,6 +215,19 @@ class DropoutTest(unittest.TestCase):
         other, weights_other = self.train_zinc(seed=12, steps=10, tag="c")
         self.assertNotEqual(losses, other, "another seed gave the same losses")
         self.assertNotEqual(weights, weights_other)
+
+    def test_resume_from_a_checkpoint_is_bit_identical(self):
+        # The training-mode export: its Dropout masks follow the seed and the
+        # step, so 4 steps, a checkpoint and a resume to 10 are 10 steps.
+        losses, weights = self.train_zinc(seed=11, steps=10, tag="straight")
+        ck = self.path("ck")
+        first, _ = self.train_zinc(seed=11, steps=4, tag="first",
+                                   extra=["--checkpoint-dir=" + ck])
+        # The checkpoint's seed wins over the (default) one given here.
+        rest, resumed = self.train_zinc(seed=0, steps=10, tag="rest",
+                                        extra=["--resume=" + ck])
+        self.assertEqual(first + rest, losses)
+        self.assertEqual(resumed, weights, "resumed weights differ")
 
     def test_training_matches_pytorch_in_distribution(self):
         import copy
