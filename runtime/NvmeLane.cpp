@@ -25,6 +25,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ExecutorImpl.h"
+#include "NvmeCopyRanges.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include <deque>
 
@@ -43,11 +45,6 @@ constexpr uint64_t kMaxGroupBytes = 16ull << 20;
 /// bursts long enough that the device's latency no longer shows.
 constexpr uint64_t kWriteBehindBytes = 64ull << 20;
 
-struct Range {
-  uintptr_t begin = 0, end = 0;
-  bool overlaps(Range o) const { return begin < o.end && o.begin < end; }
-};
-
 /// Copies that move as one request: consecutive in the lane, one direction,
 /// adjacent in the tier.
 struct Group {
@@ -55,23 +52,21 @@ struct Group {
   /// Tier range [offset, offset + span), whole sectors.
   uint64_t offset = 0, span = 0;
   llvm::SmallVector<NvmeSegment, 4> segments;
-  llvm::SmallVector<Range, 4> hosts;
-  /// Plan indices, in lane order.
+  /// What each member moves, and the members' plan indices, in lane order.
+  llvm::SmallVector<NvmeCopyRanges, 4> copies;
   llvm::SmallVector<unsigned, 4> members;
   std::unique_ptr<NvmePending> pending;
 
-  /// Whether a copy of `tier` from or to `host` must wait for this group.
-  bool conflicts(Range tier, Range host, bool isWrite) const {
-    // Sectors: only two reads may share them. Host bytes: a read writes
-    // them, so only two writes (which both read host memory) may share.
-    if ((write || isWrite) && Range{offset, offset + span}.overlaps(tier))
-      return true;
-    if (write && isWrite)
-      return false;
-    for (Range h : hosts)
-      if (h.overlaps(host))
-        return true;
-    return false;
+  /// Whether `copy` must wait for this group (nvmeCopiesConflict).
+  bool conflicts(const NvmeCopyRanges &copy) const {
+    return llvm::any_of(copies, [&](const NvmeCopyRanges &mine) {
+      return nvmeCopiesConflict(mine, copy);
+    });
+  }
+  void add(unsigned index, const NvmeCopyRanges &copy) {
+    copies.push_back(copy);
+    members.push_back(index);
+    span += copy.tier.end - copy.tier.begin;
   }
 };
 
@@ -90,17 +85,8 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
   uint64_t heldBackBytes = 0;
   std::vector<Group> behind;
 
-  auto hostOf = [&](const PreparedInstruction &inst) {
-    return inst.copyKind == CopyKind::NvmeWrite
-               ? const_cast<uint8_t *>(inst.copySrc)
-               : inst.copyDst;
-  };
-  auto rangesOf = [&](const PreparedInstruction &inst, Range &tier,
-                      Range &host) {
-    uint64_t span = alignUpToSector(inst.copyBytes);
-    tier = {inst.nvmeOffset, inst.nvmeOffset + span};
-    auto at = reinterpret_cast<uintptr_t>(hostOf(inst));
-    host = {at, at + span};
+  auto hostOf = [](const NvmeCopyRanges &copy) {
+    return reinterpret_cast<uint8_t *>(copy.host.begin);
   };
 
   // Each returns false once the step failed (and this lane reported it).
@@ -144,16 +130,12 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
       g.write = true;
       g.offset = prepared[heldBack[i]].nvmeOffset;
       for (; i < heldBack.size(); ++i) {
-        const PreparedInstruction &inst = prepared[heldBack[i]];
-        Range tier, host;
-        rangesOf(inst, tier, host);
+        NvmeCopyRanges copy = nvmeCopyRanges(prepared[heldBack[i]]);
         // No signal waits on these: a run of adjacent writes goes out whole.
-        if (!g.members.empty() && tier.begin != g.offset + g.span)
+        if (!g.members.empty() && copy.tier.begin != g.offset + g.span)
           break;
-        g.segments.push_back({hostOf(inst), tier.end - tier.begin});
-        g.hosts.push_back(host);
-        g.members.push_back(heldBack[i]);
-        g.span += tier.end - tier.begin;
+        g.segments.push_back({hostOf(copy), copy.tier.end - copy.tier.begin});
+        g.add(heldBack[i], copy);
       }
       auto pending = store.start(true, g.offset, g.segments);
       if (!pending) {
@@ -244,28 +226,24 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
     if (failed.load())
       return abandon();
 
-    uint64_t span = alignUpToSector(inst.copyBytes);
-    uint8_t *host = hostOf(inst);
-    Range tier, hostRange; // whole sectors
-    rangesOf(inst, tier, hostRange);
-    // Held-back writes it depends on go first.
-    bool dependsOnBehind = false;
-    for (unsigned m : heldBack) {
-      Range t, h;
-      rangesOf(prepared[m], t, h);
-      if (t.overlaps(tier) || (!isWrite && h.overlaps(hostRange)))
-        dependsOnBehind = true;
-    }
-    for (const Group &g : behind)
-      if (g.conflicts(tier, hostRange, isWrite))
-        dependsOnBehind = true;
+    NvmeCopyRanges copy = nvmeCopyRanges(inst);
+    uint64_t span = copy.tier.end - copy.tier.begin;
+    // Held-back writes it depends on go first (NvmeWriteBehind.cpp counts
+    // on this rule being nvmeCopiesConflict).
+    bool dependsOnBehind =
+        llvm::any_of(heldBack,
+                     [&](unsigned m) {
+                       return nvmeCopiesConflict(nvmeCopyRanges(prepared[m]),
+                                                 copy);
+                     }) ||
+        llvm::any_of(behind, [&](const Group &g) { return g.conflicts(copy); });
     if (dependsOnBehind && !settleBehind())
       return abandon();
-    if (hasForming && forming.conflicts(tier, hostRange, isWrite) && !submit())
+    if (hasForming && forming.conflicts(copy) && !submit())
       return abandon();
     size_t lastConflict = inFlight.size();
     for (size_t i = 0; i < inFlight.size(); ++i)
-      if (inFlight[i].conflicts(tier, hostRange, isWrite))
+      if (inFlight[i].conflicts(copy))
         lastConflict = i;
     if (lastConflict < inFlight.size())
       for (size_t i = 0; i <= lastConflict; ++i)
@@ -286,25 +264,23 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
     // the reads that brought the same tensors in.
     bool canGrow = hasForming && forming.write == isWrite &&
                    forming.span + span <= kMaxGroupBytes;
-    bool appends = canGrow && forming.offset + forming.span == tier.begin;
-    bool prepends = canGrow && !appends && tier.end == forming.offset;
+    bool appends = canGrow && forming.offset + forming.span == copy.tier.begin;
+    bool prepends = canGrow && !appends && copy.tier.end == forming.offset;
     if (!appends && !prepends) {
       if (!submit())
         return abandon();
       forming.write = isWrite;
-      forming.offset = tier.begin;
+      forming.offset = copy.tier.begin;
       hasForming = true;
     }
     // Whole sectors: the host extent of a direct copy holds them.
     if (prepends) {
-      forming.offset = tier.begin;
-      forming.segments.insert(forming.segments.begin(), {host, span});
+      forming.offset = copy.tier.begin;
+      forming.segments.insert(forming.segments.begin(), {hostOf(copy), span});
     } else {
-      forming.segments.push_back({host, span});
+      forming.segments.push_back({hostOf(copy), span});
     }
-    forming.hosts.push_back(hostRange);
-    forming.members.push_back(index);
-    forming.span += span;
+    forming.add(index, copy);
     started(index);
 
     while (!inFlight.empty() &&

@@ -10,30 +10,25 @@
 // any other stream can see.
 //
 // A held-back write W completes before the step ends, and before the lane
-// submits any later copy L that depends on it (L touches W's sectors, or
-// writes host bytes W reads; the lane checks this as it goes, with the same
-// rule as dependsOn() below) or any copy the lane runs alone. So W is done
-// before every copy of the lane from the first such L on has signalled. W
-// may be held back when it signals nothing and every instruction of another
-// stream that comes after it in plan order and writes W's host bytes waits,
-// directly, for a signal of a lane copy at or after that first L. Anything
-// less direct (a chain of waits through a third stream) keeps W in order:
-// the check is sound, not complete.
+// submits any later copy L that depends on it (nvmeCopiesConflict, the
+// lane's rule: L touches W's sectors, or writes host bytes W reads) or any
+// copy the lane runs alone. So W is done before every copy of the lane from the
+// first such L on has signalled. W may be held back when it signals nothing and
+// every instruction of another stream that comes after it in plan order and
+// writes W's host bytes waits, directly, for a signal of a lane copy at or
+// after that first L. Anything less direct (a chain of waits through a third
+// stream) keeps W in order: the check is sound, not complete.
 //
 //===----------------------------------------------------------------------===//
 #include "ExecutorImpl.h"
+#include "NvmeCopyRanges.h"
 
 namespace zinc::rt {
 
 namespace {
 
-struct Range {
-  uintptr_t begin = 0, end = 0;
-  bool overlaps(Range o) const { return begin < o.end && o.begin < end; }
-};
-
 struct Touch {
-  Range bytes;
+  ByteRange bytes;
   unsigned instruction;
 };
 
@@ -44,24 +39,12 @@ bool isDirectNvmeCopy(const PreparedInstruction &inst) {
           inst.copyKind == CopyKind::NvmeWrite);
 }
 
-Range hostRange(const PreparedInstruction &inst) {
-  auto at = reinterpret_cast<uintptr_t>(
-      inst.copyKind == CopyKind::NvmeWrite ? inst.copySrc : inst.copyDst);
-  return {at, at + alignUpToSector(inst.copyBytes)};
-}
-
-Range tierRange(const PreparedInstruction &inst) {
-  return {inst.nvmeOffset, inst.nvmeOffset + alignUpToSector(inst.copyBytes)};
-}
-
-/// Whether the lane makes `later` wait for the held-back write `w`.
+/// Whether the lane makes `later` wait for the held-back write `w`: the
+/// lane's own rule.
 bool dependsOn(const PreparedInstruction &later, const PreparedInstruction &w) {
   if (!isDirectNvmeCopy(later))
     return true; // run alone, after every held-back write
-  if (tierRange(later).overlaps(tierRange(w)))
-    return true;
-  return later.copyKind == CopyKind::NvmeRead &&
-         hostRange(later).overlaps(hostRange(w));
+  return nvmeCopiesConflict(nvmeCopyRanges(w), nvmeCopyRanges(later));
 }
 
 /// How far ahead in the lane the first dependent copy is looked for; past
@@ -147,7 +130,7 @@ void markNvmeWriteBehind(Program &program) {
       }
     if (firstDependent == lane.size() && lane.size() > p + 1 + kMaxLookahead)
       continue;
-    Range mine = hostRange(w);
+    ByteRange mine = nvmeCopyRanges(w).host;
     bool safe = true;
     for (const Touch &t : touches) {
       if (t.bytes.begin >= mine.end)
