@@ -252,6 +252,7 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
   if (auto err = writeOutputFile(manifestPath, [&](llvm::raw_ostream &os) {
         os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
            << "\n";
+        return llvm::Error::success();
       }))
     return fail(std::move(err));
   for (const char *file : {kModelFile, kStateFile, kManifest})

@@ -3,7 +3,6 @@
 #include "zinc/support/Error.h"
 #include "zinc/support/OutputFile.h"
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -136,30 +135,22 @@ llvm::Error writeSafetensorsStreamed(
   // Pad with spaces so the data starts 8-byte aligned, as the format allows.
   headerText.append((8 - headerText.size() % 8) % 8, ' ');
 
-  llvm::Error dataError = llvm::Error::success();
-  llvm::Error written = writeOutputFile(path, [&](llvm::raw_ostream &os) {
+  return writeOutputFile(path, [&](llvm::raw_ostream &os) -> llvm::Error {
     uint64_t size = headerText.size();
     for (int i = 0; i < 8; ++i)
       os << static_cast<char>((size >> (8 * i)) & 0xff);
     os << headerText;
-    for (size_t i = 0; i < tensors.size() && !dataError; ++i) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
       uint64_t before = os.tell();
       if (llvm::Error err = writeData(i, os))
-        dataError = std::move(err);
-      else if (os.tell() - before != tensors[i].bytes)
-        dataError = makeError(path + ": tensor '" + tensors[i].name +
-                              "' wrote " + llvm::Twine(os.tell() - before) +
-                              " bytes, not " + llvm::Twine(tensors[i].bytes));
+        return err;
+      if (os.tell() - before != tensors[i].bytes)
+        return makeError(path + ": tensor '" + tensors[i].name + "' wrote " +
+                         llvm::Twine(os.tell() - before) + " bytes, not " +
+                         llvm::Twine(tensors[i].bytes));
     }
+    return llvm::Error::success();
   });
-  if (dataError) {
-    llvm::consumeError(std::move(written));
-    // What was written is incomplete: not left where a reader looks.
-    if (stagingPathFor(path) != path.str())
-      llvm::sys::fs::remove(path);
-    return dataError;
-  }
-  return written;
 }
 
 llvm::Error writeSafetensors(llvm::StringRef path,

@@ -198,7 +198,10 @@ static llvm::Error writeTrace(Program &program, llvm::StringRef path,
     }
   llvm::json::Value trace(llvm::json::Object{{"traceEvents", std::move(events)},
                                              {"displayTimeUnit", "ms"}});
-  return writeOutputFile(path, [&](llvm::raw_ostream &os) { os << trace; });
+  return writeOutputFile(path, [&](llvm::raw_ostream &os) {
+    os << trace;
+    return llvm::Error::success();
+  });
 }
 
 llvm::Error runSteps(Program &program, const RunOptions &givenOpts,

@@ -47,17 +47,23 @@ llvm::Error commitOutput(llvm::StringRef staged, llvm::StringRef path) {
 
 llvm::Error
 writeOutputFile(llvm::StringRef path,
-                llvm::function_ref<void(llvm::raw_ostream &)> write) {
+                llvm::function_ref<llvm::Error(llvm::raw_ostream &)> write) {
   std::string staged = stagingPathFor(path);
   std::error_code ec;
   llvm::raw_fd_ostream os(staged, ec);
   if (ec)
     return makeError(path + ": cannot write: " + ec.message());
-  write(os);
-  if (llvm::Error err = closeOutput(os, path)) {
+  llvm::Error err = write(os);
+  // The stream's own error is checked (and cleared) either way.
+  llvm::Error closed = closeOutput(os, path);
+  if (err || closed) {
     if (staged != path)
       llvm::sys::fs::remove(staged);
-    return err;
+    if (err) {
+      llvm::consumeError(std::move(closed));
+      return err;
+    }
+    return closed;
   }
   return commitOutput(staged, path);
 }

@@ -330,7 +330,10 @@ static Error compile() {
     return zinc::addContext(std::move(err), modelPath);
   if (!reportPath.empty())
     if (Error err = zinc::writeOutputFile(
-            reportPath, [&](raw_ostream &os) { os << report; }))
+            reportPath, [&](raw_ostream &os) {
+              os << report;
+              return Error::success();
+            }))
       return err;
   if (Error err = staged->commit())
     return err;

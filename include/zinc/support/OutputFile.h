@@ -33,11 +33,11 @@ llvm::Error closeOutput(llvm::raw_fd_ostream &os, llvm::StringRef path);
 llvm::Error checkOutput(llvm::raw_fd_ostream &os, llvm::StringRef path);
 
 /// Writes `path` with what `write` prints, all or nothing (stagingPathFor):
-/// on any failure the staged bytes are removed and `path` is left as it
-/// was.
+/// on any failure, `write`'s own included, the staged bytes are removed and
+/// `path` is left as it was.
 llvm::Error
 writeOutputFile(llvm::StringRef path,
-                llvm::function_ref<void(llvm::raw_ostream &)> write);
+                llvm::function_ref<llvm::Error(llvm::raw_ostream &)> write);
 
 /// Moves the staged bytes of `path` into place (nothing to do when they
 /// were written in place); removes them on failure.
