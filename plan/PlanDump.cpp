@@ -22,6 +22,12 @@ static std::string typeText(const Tensor &t) {
   return (dtype ? dtypeName(*dtype).str() : "?") + formatShape(shape);
 }
 
+/// The shape of the initializer a tile is a share of.
+static std::string wholeShapeText(const InitializerSource &src) {
+  std::vector<int64_t> shape(src.whole_shape().begin(), src.whole_shape().end());
+  return formatShape(shape);
+}
+
 static void printAttribute(const Attribute &a, llvm::raw_ostream &os) {
   os << a.name() << "=";
   switch (a.kind()) {
@@ -68,6 +74,9 @@ void dumpPlanText(const Plan &plan, llvm::raw_ostream &os) {
     if (t.has_init())
       os << " init \"" << t.init().name() << "\""
          << (t.init().file().empty() ? "" : " external \"" + t.init().file() + "\"");
+    if (t.has_init() && t.init().whole_shape_size())
+      os << " tile of " << wholeShapeText(t.init()) << " at "
+         << t.init().slice_begin() << " on axis " << t.init().slice_axis();
     os << "\n";
   }
   // Group by stream, keeping plan order within each.
@@ -126,6 +135,11 @@ llvm::json::Value planToJson(const Plan &plan) {
                                      {"file", t.init().file()},
                                      {"offset", t.init().offset()},
                                      {"length", t.init().length()}};
+    if (t.has_init() && t.init().whole_shape_size())
+      o["tile_of"] = llvm::json::Object{
+          {"shape", wholeShapeText(t.init())},
+          {"axis", t.init().slice_axis()},
+          {"begin", t.init().slice_begin()}};
     tensors.push_back(std::move(o));
   }
   for (const Instruction &inst : plan.instructions()) {

@@ -5,6 +5,7 @@
 #include "zinc/support/Float16.h"
 #include "zinc/support/OutputFile.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -143,50 +144,106 @@ llvm::Expected<llvm::json::Object> fileRecord(llvm::StringRef path) {
 
 } // namespace
 
-llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
-  std::vector<StreamedTensor> headers;
+namespace {
+
+/// `ref`'s elements (of whatever float type it holds) widened to fp32.
+void widenToFloat(const cpu::TensorRef &ref, std::vector<float> &values) {
+  values.resize(ref.numElements());
+  for (size_t k = 0; k < values.size(); ++k) {
+    switch (ref.dtype) {
+    case DType::F32:
+      values[k] = ref.as<float>()[k];
+      break;
+    case DType::F64:
+      values[k] = static_cast<float>(ref.as<double>()[k]);
+      break;
+    case DType::F16:
+      values[k] = halfToFloat(ref.as<uint16_t>()[k]);
+      break;
+    case DType::BF16:
+      values[k] = bf16ToFloat(ref.as<uint16_t>()[k]);
+      break;
+    default:
+      values[k] = 0;
+      break;
+    }
+  }
+}
+
+/// One ONNX initializer of the saved weights: a tensor of the plan, or the
+/// tiles the tile pass split it into (each a share along an axis).
+struct SavedWeight {
+  std::string name;
+  llvm::SmallVector<int64_t, 6> shape;
   std::vector<int> ids;
+};
+
+std::vector<SavedWeight> savedWeights(const Program &program) {
+  std::vector<SavedWeight> weights;
+  llvm::StringMap<size_t> index;
   for (const plan::Tensor &t : program.getPlan().tensors()) {
     if (t.role() != plan::ROLE_PARAMETER && t.role() != plan::ROLE_MODEL_STATE)
       continue;
-    const cpu::TensorRef &ref = program.tensor(t.id());
-    headers.push_back({t.init().name(), DType::F32, ref.shape,
-                       static_cast<uint64_t>(ref.numElements()) * 4});
-    ids.push_back(t.id());
+    auto [it, added] = index.try_emplace(t.init().name(), weights.size());
+    if (added) {
+      SavedWeight w;
+      w.name = t.init().name();
+      if (t.init().whole_shape_size())
+        w.shape.assign(t.init().whole_shape().begin(),
+                       t.init().whole_shape().end());
+      else
+        w.shape.assign(program.tensor(t.id()).shape.begin(),
+                       program.tensor(t.id()).shape.end());
+      weights.push_back(std::move(w));
+    }
+    weights[it->second].ids.push_back(t.id());
   }
+  return weights;
+}
+
+} // namespace
+
+llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
+  std::vector<SavedWeight> weights = savedWeights(program);
+  std::vector<StreamedTensor> headers;
+  for (const SavedWeight &w : weights)
+    headers.push_back({w.name, DType::F32, w.shape,
+                       static_cast<uint64_t>(numElements(w.shape)) * 4});
   std::vector<uint8_t> scratch;
-  std::vector<float> values;
+  std::vector<float> values, whole;
+  const plan::Plan &plan = program.getPlan();
   return writeSafetensorsStreamed(
       path, headers, [&](size_t i, llvm::raw_ostream &os) -> llvm::Error {
-        int id = ids[i];
-        auto bytes = tensorBytes(program, id, scratch);
-        if (!bytes)
-          return addContext(bytes.takeError(),
-                            "parameter '" + headers[i].name + "'");
-        cpu::TensorRef ref = program.tensor(id);
-        ref.data = const_cast<uint8_t *>(bytes->data());
-        values.resize(ref.numElements());
-        for (size_t k = 0; k < values.size(); ++k) {
-          switch (ref.dtype) {
-          case DType::F32:
-            values[k] = ref.as<float>()[k];
+        const SavedWeight &w = weights[i];
+        bool tiled = plan.tensors(w.ids.front()).init().whole_shape_size() > 0;
+        if (tiled)
+          whole.assign(numElements(w.shape), 0.0f);
+        for (int id : w.ids) {
+          auto bytes = tensorBytes(program, id, scratch);
+          if (!bytes)
+            return addContext(bytes.takeError(), "parameter '" + w.name + "'");
+          cpu::TensorRef ref = program.tensor(id);
+          ref.data = const_cast<uint8_t *>(bytes->data());
+          widenToFloat(ref, values);
+          if (!tiled)
             break;
-          case DType::F64:
-            values[k] = static_cast<float>(ref.as<double>()[k]);
-            break;
-          case DType::F16:
-            values[k] = halfToFloat(ref.as<uint16_t>()[k]);
-            break;
-          case DType::BF16:
-            values[k] = bf16ToFloat(ref.as<uint16_t>()[k]);
-            break;
-          default:
-            values[k] = 0;
-            break;
-          }
+          // Scatter the tile's runs into the whole initializer.
+          const plan::InitializerSource &src = plan.tensors(id).init();
+          int64_t axis = src.slice_axis();
+          int64_t inner = 1, outer = 1;
+          for (size_t d = axis + 1; d < w.shape.size(); ++d)
+            inner *= w.shape[d];
+          for (int64_t d = 0; d < axis; ++d)
+            outer *= w.shape[d];
+          int64_t run = ref.shape[axis] * inner;
+          for (int64_t r = 0; r < outer; ++r)
+            std::copy(values.begin() + r * run, values.begin() + (r + 1) * run,
+                      whole.begin() + r * w.shape[axis] * inner +
+                          src.slice_begin() * inner);
         }
-        os.write(reinterpret_cast<const char *>(values.data()),
-                 values.size() * sizeof(float));
+        const std::vector<float> &out = tiled ? whole : values;
+        os.write(reinterpret_cast<const char *>(out.data()),
+                 out.size() * sizeof(float));
         return llvm::Error::success();
       });
 }

@@ -93,37 +93,117 @@ static llvm::Error copyInline(const onnx::TensorProto &src, cpu::TensorRef &out,
   return llvm::Error::success();
 }
 
+/// Reads `want` bytes at `offset` of the external-data file `fd` (named
+/// `file`) into `dst`.
+static llvm::Error preadAll(int fd, const plan::InitializerSource &src,
+                            uint8_t *dst, uint64_t want, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < want) {
+    ssize_t got = ::pread(fd, dst + done, want - done, offset + done);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      if (got == 0)
+        return makeError(src.file() + ": external data of initializer '" +
+                         src.name() + "' is short: no bytes at offset " +
+                         llvm::Twine(offset + done) + " (it needs " +
+                         llvm::Twine(src.offset() + src.length()) + ")");
+      return makeError(src.file() + ": cannot read initializer '" + src.name() +
+                       "': " + std::strerror(errno));
+    }
+    done += got;
+  }
+  return llvm::Error::success();
+}
+
+/// A tile's share of its initializer (Plan.proto's slice fields) as runs of
+/// contiguous bytes: `runs` runs of `runBytes`, run r at `r * stride`
+/// bytes of the whole initializer plus `first`.
+struct SliceRuns {
+  uint64_t runs = 1, runBytes = 0, stride = 0, first = 0, wholeBytes = 0;
+};
+
+static llvm::Expected<SliceRuns> sliceRuns(const plan::InitializerSource &src,
+                                           const cpu::TensorRef &out) {
+  SliceRuns r;
+  uint64_t width = dtypeSize(out.dtype);
+  if (!src.whole_shape_size()) {
+    r.runBytes = r.wholeBytes = out.byteSize();
+    return r;
+  }
+  int64_t axis = src.slice_axis();
+  size_t rank = src.whole_shape_size();
+  bool fits = axis >= 0 && static_cast<size_t>(axis) < rank &&
+              out.shape.size() == rank && src.slice_begin() >= 0;
+  for (size_t d = 0; fits && d < rank; ++d)
+    fits = static_cast<int64_t>(d) == axis
+               ? src.slice_begin() + out.shape[d] <= src.whole_shape(d)
+               : out.shape[d] == src.whole_shape(d);
+  if (!fits)
+    return makeError("initializer '" + src.name() + "': the plan's tile " +
+                     formatShape(out.shape) + " at " +
+                     llvm::Twine(src.slice_begin()) + " on axis " +
+                     llvm::Twine(axis) + " is not a share of it");
+  uint64_t inner = width;
+  for (size_t d = axis + 1; d < rank; ++d)
+    inner *= src.whole_shape(d);
+  r.wholeBytes = width;
+  for (size_t d = 0; d < rank; ++d)
+    r.wholeBytes *= src.whole_shape(d);
+  r.runs = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    r.runs *= src.whole_shape(d);
+  r.runBytes = out.shape[axis] * inner;
+  r.stride = src.whole_shape(axis) * inner;
+  r.first = src.slice_begin() * inner;
+  return r;
+}
+
 static llvm::Error readExternal(const plan::InitializerSource &src,
                                 cpu::TensorRef &out) {
-  uint64_t want = out.byteSize();
-  if (src.length() && src.length() != want)
+  auto runs = sliceRuns(src, out);
+  if (!runs)
+    return runs.takeError();
+  if (src.length() && src.length() != runs->wholeBytes)
     return makeError(src.file() + ": initializer '" + src.name() + "' is " +
                      llvm::Twine(src.length()) + " bytes, its shape needs " +
-                     llvm::Twine(want));
+                     llvm::Twine(runs->wholeBytes));
   int fd = ::open(src.file().c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return makeError(src.file() + ": cannot open external data of initializer '" +
                      src.name() + "': " + std::strerror(errno));
   auto *dst = static_cast<uint8_t *>(out.data);
-  uint64_t done = 0;
-  while (done < want) {
-    ssize_t got = ::pread(fd, dst + done, want - done, src.offset() + done);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0) {
-      int savedErrno = errno;
+  for (uint64_t r = 0; r < runs->runs; ++r)
+    if (auto err = preadAll(fd, src, dst + r * runs->runBytes, runs->runBytes,
+                            src.offset() + runs->first + r * runs->stride)) {
       ::close(fd);
-      if (got == 0)
-        return makeError(src.file() + ": external data of initializer '" +
-                         src.name() + "' is short: " + llvm::Twine(done) +
-                         " of " + llvm::Twine(want) + " bytes at offset " +
-                         llvm::Twine(src.offset()));
-      return makeError(src.file() + ": cannot read initializer '" + src.name() +
-                       "': " + std::strerror(savedErrno));
+      return err;
     }
-    done += got;
-  }
   ::close(fd);
+  return llvm::Error::success();
+}
+
+/// An inline initializer, or a tile's share of one: the whole tensor is
+/// decoded into `whole` first (inline initializers are small: protobuf
+/// caps a model at 2 GB).
+static llvm::Error copyInlineShare(const onnx::TensorProto &src,
+                                   const plan::InitializerSource &ref,
+                                   cpu::TensorRef &out, llvm::StringRef modelPath,
+                                   std::vector<uint8_t> &whole) {
+  if (!ref.whole_shape_size())
+    return copyInline(src, out, modelPath);
+  auto runs = sliceRuns(ref, out);
+  if (!runs)
+    return runs.takeError();
+  whole.assign(runs->wholeBytes, 0);
+  cpu::TensorRef all{out.dtype, {}, whole.data()};
+  all.shape.assign(ref.whole_shape().begin(), ref.whole_shape().end());
+  if (auto err = copyInline(src, all, modelPath))
+    return err;
+  auto *dst = static_cast<uint8_t *>(out.data);
+  for (uint64_t r = 0; r < runs->runs; ++r)
+    std::memcpy(dst + r * runs->runBytes,
+                whole.data() + runs->first + r * runs->stride, runs->runBytes);
   return llvm::Error::success();
 }
 
@@ -133,6 +213,7 @@ llvm::Error loadInitializers(const plan::Plan &plan,
   onnx::ModelProto model;
   llvm::StringMap<const onnx::TensorProto *> inlineByName;
   bool parsed = false;
+  std::vector<uint8_t> wholeInline;
   for (const plan::Tensor &t : plan.tensors()) {
     if (!t.has_init())
       continue;
@@ -177,7 +258,8 @@ llvm::Error loadInitializers(const plan::Plan &plan,
       return makeError(plan.model_path() + ": initializer '" + src.name() +
                        "' named by the plan is not in the model (was the model "
                        "changed after compiling?)");
-    if (auto err = copyInline(*it->second, out, plan.model_path()))
+    if (auto err = copyInlineShare(*it->second, src, out, plan.model_path(),
+                                   wholeInline))
       return err;
     if (auto err = finish())
       return err;

@@ -390,7 +390,7 @@ uint64_t kernelWorkspaceBytes(llvm::StringRef domain, llvm::StringRef op,
     return 0;
   if (op.startswith("Conv"))
     return convBytes(op, ins, outs, attrs);
-  if (op == "FusedMatMul")
+  if (op == "FusedMatMul" || op == "FusedMatMulInto")
     return matMulBytes(ins, attrs);
   if (op == "LayerNormalizationGrad")
     return layerNormGradBytes(ins, outs, attrs);

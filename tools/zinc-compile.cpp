@@ -77,6 +77,10 @@ static cl::opt<std::string> offloadParams(
 static cl::opt<unsigned> prefetchDistance(
     "prefetch-distance", cl::desc("Compute nodes a prefetch is issued ahead of its use (default 2)"),
     cl::init(2), cl::cat(compileCategory));
+static cl::opt<std::string> tile(
+    "tile", cl::desc("Memory-centric tiling: auto (default: per operator, when it does not "
+                     "fit), none, or N tiles for every large tileable operator"),
+    cl::init("auto"), cl::cat(compileCategory));
 static cl::list<std::string> dims("dim", cl::desc("Bind a symbolic dimension"),
                                   cl::value_desc("NAME=VALUE"), cl::cat(compileCategory));
 static cl::opt<std::string> hwName("hw", cl::desc("Hardware preset or FILE.json"),
@@ -107,6 +111,25 @@ static Expected<uint64_t> capacity(const std::string &flag, const std::string &v
   if (!size)
     return zinc::addContext(size.takeError(), "--" + flag);
   return *size;
+}
+
+/// --tile=auto|none|N into the memory options.
+static Error parseTile(StringRef value, zinc::MemoryOptions &memory) {
+  if (value == "auto") {
+    memory.tileMode = zinc::TileMode::Auto;
+    return Error::success();
+  }
+  if (value == "none") {
+    memory.tileMode = zinc::TileMode::None;
+    return Error::success();
+  }
+  unsigned n = 0;
+  if (value.getAsInteger(10, n) || n == 0)
+    return zinc::makeError("--tile must be auto, none or a positive tile count, not '" +
+                           value + "'");
+  memory.tileMode = n == 1 ? zinc::TileMode::None : zinc::TileMode::Fixed;
+  memory.tileCount = n;
+  return Error::success();
 }
 
 static Expected<zinc::OffloadPolicy> parsePolicy(StringRef flag, StringRef value) {
@@ -241,6 +264,8 @@ static Error compile() {
   ctx.memory.prefetchDistance = prefetchDistance;
   ctx.memory.optimizerOffload = *optimizerPolicy;
   ctx.memory.paramsOffload = *paramsPolicy;
+  if (auto err = parseTile(tile, ctx.memory))
+    return err;
   ctx.note = [](const Twine &msg) { errs() << tool << ": note: " << msg << "\n"; };
   zinc::passes::PassManager pm(ctx);
   pm.setVerifyEach(verifyEach);
@@ -323,6 +348,7 @@ static Error compile() {
     config.mode = mode;
     config.precision = precision;
     config.optimizer = optimizer;
+    config.tiling = ctx.memory.tiled;
     report = formatv("{0:2}", zinc::buildCompileReport(**graph, *plan, config, *hw)).str() + "\n";
   }
   // Nothing is written for a plan the verifier refuses.

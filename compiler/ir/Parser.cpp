@@ -280,6 +280,42 @@ llvm::Error Parser::parseInit(InitializerRef &init) {
       return v.takeError();
     init.length = *v;
   }
+  // `slice AXIS at BEGIN of [D0, D1, ...]`: a tile's share (Graph.h).
+  if (tok.isWord("slice")) {
+    consume();
+    auto axis = parseUInt();
+    if (!axis)
+      return axis.takeError();
+    if (!tok.isWord("at"))
+      return error("expected 'at' after the slice axis, found " + describe(tok));
+    consume();
+    auto begin = parseUInt();
+    if (!begin)
+      return begin.takeError();
+    if (!tok.isWord("of"))
+      return error("expected 'of' and the initializer's shape, found " +
+                   describe(tok));
+    consume();
+    if (auto err = expect(TokenKind::LBracket, "["))
+      return err;
+    while (true) {
+      auto d = parseUInt();
+      if (!d)
+        return d.takeError();
+      init.wholeShape.push_back(static_cast<int64_t>(*d));
+      if (tok.is(TokenKind::RBracket)) {
+        consume();
+        break;
+      }
+      if (auto err = expect(TokenKind::Comma, ","))
+        return err;
+    }
+    if (*axis >= init.wholeShape.size())
+      return error("slice axis " + llvm::Twine(*axis) + " of a rank-" +
+                   llvm::Twine(init.wholeShape.size()) + " initializer");
+    init.sliceAxis = static_cast<int64_t>(*axis);
+    init.sliceBegin = static_cast<int64_t>(*begin);
+  }
   return llvm::Error::success();
 }
 

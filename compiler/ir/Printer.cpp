@@ -220,6 +220,11 @@ static void printInit(const InitializerRef &init, llvm::raw_ostream &os) {
     os << " offset " << init.offset;
   if (init.isExternal() || init.length)
     os << " length " << init.length;
+  if (init.isSlice()) {
+    os << " slice " << init.sliceAxis << " at " << init.sliceBegin << " of [";
+    llvm::interleave(init.wholeShape, os, ", ");
+    os << ']';
+  }
 }
 
 /// " in cpu" / " in nvme"; GPU, the default, prints nothing.

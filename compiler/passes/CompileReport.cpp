@@ -5,6 +5,21 @@
 
 namespace zinc {
 
+/// One key per initializer, or per tile of one (tiles share a name).
+static std::string initializerShareKey(const ir::InitializerRef &init) {
+  if (!init.isSlice())
+    return init.name;
+  return init.name + "@" + std::to_string(init.sliceAxis) + ":" +
+         std::to_string(init.sliceBegin);
+}
+
+static llvm::json::Array tilingList(llvm::ArrayRef<TiledNode> tiled) {
+  llvm::json::Array list;
+  for (const TiledNode &t : tiled)
+    list.push_back(llvm::json::Object{{"node", t.node}, {"op", t.op}, {"tiles", t.tiles}});
+  return list;
+}
+
 llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
                                      const CompileConfig &config,
                                      const Hardware &hw) {
@@ -24,7 +39,7 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
     if (v->init && isFloatDType(v->dtype) &&
         (v->role == ir::ValueRole::Parameter || v->role == ir::ValueRole::State ||
          v->role == ir::ValueRole::ModelState) &&
-        seen.insert(v->init->name).second) {
+        seen.insert(initializerShareKey(*v->init)).second) {
       params += v->numElements();
       paramBytes += mixed ? v->numElements() * computeBytes : v->byteSize();
       if (v->role == ir::ValueRole::ModelState) {
@@ -92,7 +107,7 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
            {"tiers", llvm::json::Object{{"gpu", tier(hw.gpuMem, peaks[plan::TIER_GPU], ir::Tier::Gpu)},
                                         {"cpu", tier(hw.cpuMem, peaks[plan::TIER_CPU], ir::Tier::Cpu)},
                                         {"nvme", tier(hw.nvmeMem, peaks[plan::TIER_NVME], ir::Tier::Nvme)}}}}},
-      {"tiling", llvm::json::Array{}}};
+      {"tiling", tilingList(config.tiling)}};
 }
 
 } // namespace zinc

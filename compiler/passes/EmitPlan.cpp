@@ -368,6 +368,12 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
       src->set_file(v->init->file);
       src->set_offset(v->init->offset);
       src->set_length(v->init->length);
+      if (v->init->isSlice()) {
+        for (int64_t d : v->init->wholeShape)
+          src->add_whole_shape(d);
+        src->set_slice_axis(static_cast<int32_t>(v->init->sliceAxis));
+        src->set_slice_begin(v->init->sliceBegin);
+      }
     }
     t->set_tier(toPlanTier(v->tier));
     t->set_offset(layout.offsets.lookup(v.get()));

@@ -68,10 +68,20 @@ struct InitializerRef {
   /// Bytes; 0 for inline initializers (the loader takes the size from the
   /// tensor type).
   uint64_t length = 0;
+  /// A tile's share of the initializer (the tile pass): the value holds
+  /// the initializer's elements [sliceBegin, sliceBegin + the value's
+  /// extent) along `sliceAxis`, the initializer itself being `wholeShape`.
+  /// Empty `wholeShape`: the whole initializer.
+  llvm::SmallVector<int64_t, 4> wholeShape;
+  int64_t sliceAxis = 0;
+  int64_t sliceBegin = 0;
+
   bool isExternal() const { return !file.empty(); }
+  bool isSlice() const { return !wholeShape.empty(); }
   bool operator==(const InitializerRef &o) const {
     return name == o.name && file == o.file && offset == o.offset &&
-           length == o.length;
+           length == o.length && wholeShape == o.wholeShape &&
+           sliceAxis == o.sliceAxis && sliceBegin == o.sliceBegin;
   }
 };
 

@@ -3,6 +3,7 @@
 #define ZINC_PASSES_COMPILEREPORT_H
 
 #include "zinc/ir/Graph.h"
+#include "zinc/passes/MemoryOptions.h"
 #include "zinc/plan/PlanFile.h"
 #include "zinc/support/Hardware.h"
 #include "llvm/Support/JSON.h"
@@ -15,6 +16,8 @@ struct CompileConfig {
   unsigned zeroStage = 0;
   std::string precision = "fp32";
   std::string optimizer = "adamw";
+  /// The operators the tile pass split.
+  std::vector<TiledNode> tiling;
 };
 
 /// Model size, configuration, per-rank model-state bytes and each tier's

@@ -4,6 +4,8 @@
 
 #include "zinc/ir/Graph.h"
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace zinc {
 
@@ -12,7 +14,23 @@ namespace zinc {
 /// concrete tiers below, so later passes only ever see concrete tiers.
 enum class OffloadPolicy { Auto, None, Cpu, Nvme };
 
+/// --tile: the tile pass picks each operator's tile count (Auto), tiles
+/// nothing (None), or gives every tileable large operator `tileCount`
+/// tiles (Fixed).
+enum class TileMode { Auto, None, Fixed };
+
+/// One operator the tile pass split, for the compile report.
+struct TiledNode {
+  std::string node;
+  std::string op;
+  unsigned tiles = 0;
+};
+
 struct MemoryOptions {
+  TileMode tileMode = TileMode::Auto;
+  unsigned tileCount = 0;
+  /// Set by the tile pass, in program order.
+  std::vector<TiledNode> tiled;
   /// What the user asked for (zinc-compile's flags).
   OffloadPolicy optimizerOffload = OffloadPolicy::None;
   OffloadPolicy paramsOffload = OffloadPolicy::None;

@@ -15,7 +15,7 @@
 namespace zinc::plan {
 
 /// Version of the plan file format this build reads and writes.
-constexpr uint32_t kPlanFormatVersion = 1;
+constexpr uint32_t kPlanFormatVersion = 2;
 
 enum class PlanEncoding { Binary, Text };
 

@@ -34,17 +34,21 @@ static constexpr int64_t kParallelMin = int64_t(1) << 16;
 template <typename C>
 static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
                  const C *a, const C *b, C beta, C *y,
-                 bool onThisThread = false, int64_t lda = 0, int64_t ldb = 0) {
+                 bool onThisThread = false, int64_t lda = 0, int64_t ldb = 0,
+                 int64_t ldy = 0) {
   if (m == 0 || n == 0)
     return;
+  if (!ldy)
+    ldy = n;
   if (k == 0) {
-    for (int64_t i = 0; i < m * n; ++i)
-      y[i] = beta == C(0) ? C(0) : beta * y[i];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        y[i * ldy + j] = beta == C(0) ? C(0) : beta * y[i * ldy + j];
     return;
   }
   auto g = GemmArgs<C>::make(ta, tb, m, n, k, alpha, a,
                              lda ? lda : (ta ? m : k), b,
-                             ldb ? ldb : (tb ? k : n), beta, y, n);
+                             ldb ? ldb : (tb ? k : n), beta, y, ldy);
   if (onThisThread)
     gemmOnThisThread(g);
   else
@@ -110,7 +114,10 @@ takeWidenedBlocks(const KernelCall &call, int64_t m, int64_t n, int64_t k) {
 template <typename T, typename CFn>
 static void widenedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                         float alpha, const T *a, const T *b, float beta,
-                        CFn &&c, bool useC, T *y, const WidenedBlocks &w) {
+                        CFn &&c, bool useC, T *y, const WidenedBlocks &w,
+                        int64_t ldy = 0) {
+  if (!ldy)
+    ldy = n;
   for (int64_t i0 = 0; i0 < m; i0 += kWidenBlockM) {
     int64_t mb = std::min(kWidenBlockM, m - i0);
     for (int64_t j0 = 0; j0 < n; j0 += kWidenBlockN) {
@@ -132,7 +139,7 @@ static void widenedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
       }
       for (int64_t i = 0; i < mb; ++i)
         for (int64_t j = 0; j < nb; ++j)
-          y[(i0 + i) * n + j0 + j] = store<T>(w.y[i * nb + j]);
+          y[(i0 + i) * ldy + j0 + j] = store<T>(w.y[i * nb + j]);
     }
   }
 }
@@ -154,9 +161,10 @@ static llvm::Error checkBlasDims(const KernelCall &call,
 /// GEMM per broadcast batch element at the offsets the broadcast gives, or a
 /// single tall one when the batch shares one right-hand matrix.
 static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
-                               double alpha) {
+                               double alpha, bool into = false) {
   const TensorRef *a = call.input(0), *b = call.input(1);
-  TensorRef *y = call.output(0);
+  // FusedMatMulInto writes its columns of an existing tensor (input 3).
+  TensorRef *y = into ? call.updated(3) : call.output(0);
   llvm::StringRef op = call.opType;
   if (!a || !b || !y)
     return kernelError(op + ": missing input or output");
@@ -170,10 +178,23 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
   if (!geometry)
     return kernelError(op + ": " + llvm::toString(geometry.takeError()));
   const MatMulGeometry &g = *geometry;
-  if (g.out != y->shape)
+  // outColumn (a tile of a wider product, the concat-in-place pass): the
+  // product fills columns [outColumn, outColumn + n) of Y's rows.
+  int64_t outColumn = call.attrs.getInt("outColumn", 0);
+  bool partial = call.attrs.has("outColumn");
+  llvm::SmallVector<int64_t, 6> expected(g.out.begin(), g.out.end());
+  if (partial && !expected.empty() && !y->shape.empty() &&
+      outColumn >= 0 && outColumn + expected.back() <= y->shape.back())
+    expected.back() = y->shape.back();
+  if (expected != y->shape || (partial && g.out.size() < 1))
     return kernelError(op + ": output shape " + formatShape(y->shape) +
-                       ", expected " + formatShape(g.out));
+                       (partial ? " cannot hold columns from " +
+                                      llvm::Twine(outColumn).str() + " of "
+                                : ", expected ") +
+                       formatShape(g.out));
   int64_t m = g.m, n = g.n, k = g.k, rows = g.rows();
+  // Y's row stride; the columns start at outColumn.
+  int64_t ldy = partial ? y->shape.back() : n;
   if (auto err = checkBlasDims(call, {m, n, k, rows}))
     return err;
   // FusedMatMul's optional bias (the fuse-bias pass): every row of Y starts
@@ -181,7 +202,7 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
   const TensorRef *bias = call.input(2);
   if (bias && (bias->dtype != y->dtype || bias->rank() != 1 ||
                bias->shape[0] != n || y->shape.empty() ||
-               y->shape.back() != n))
+               g.out.back() != n))
     return kernelError(op + ": bias " + dtypeName(bias->dtype) +
                        formatShape(bias->shape) + " is not a vector along the "
                        "output's last axis " + formatShape(y->shape));
@@ -267,7 +288,7 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
     for (int64_t p = 0; p < products; ++p) {
       int64_t ao, bo;
       offsets(p, ao, bo);
-      fn(ao, bo, p * m * n);
+      fn(ao, bo, p * m * ldy + outColumn);
     }
   };
 
@@ -279,9 +300,9 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
       T beta = 0;
       if (bias && n > 0) {
         const T *pbias = bias->as<const T>();
-        int64_t yRows = y->numElements() / n;
+        int64_t yRows = y->numElements() / ldy;
         parallelFor(yRows, yRows * n >= kParallelMin, [&](int64_t r) {
-          std::copy(pbias, pbias + n, py + r * n);
+          std::copy(pbias, pbias + n, py + r * ldy + outColumn);
         });
         beta = 1;
       }
@@ -294,13 +315,13 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
           int64_t ao, bo;
           offsets(p, ao, bo);
           gemm<T>(taBlas, tbBlas, rows, n, k, static_cast<T>(alpha), pa + ao,
-                  pb + bo, beta, py + p * rows * n, /*onThisThread=*/true, lda,
-                  ldb);
+                  pb + bo, beta, py + p * rows * ldy + outColumn,
+                  /*onThisThread=*/true, lda, ldb, ldy);
         });
       } else {
         forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
           gemm<T>(taBlas, tbBlas, rows, n, k, static_cast<T>(alpha), pa + ao,
-                  pb + bo, beta, py + yo, false, lda, ldb);
+                  pb + bo, beta, py + yo, false, lda, ldb, ldy);
         });
       }
     } else if constexpr (isFloatStorage<T>()) {
@@ -317,13 +338,15 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
       forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
         widenedGemm<T>(ta, tb, rows, n, k, static_cast<float>(alpha), pa + ao,
                        pb + bo, 1.0f, readBias, bias != nullptr,
-                       y->as<T>() + yo, *blocks);
+                       y->as<T>() + yo, *blocks, ldy);
       });
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       if (alpha != 1)
         return kernelError("unsupported: " + op + " of integers with alpha " +
                            std::to_string(alpha));
       const T *pa = a->as<const T>(), *pb = b->as<const T>();
+      if (partial)
+        return kernelError("unsupported: " + op + " of integers into columns");
       forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
         intGemm<T>(ta, tb, rows, n, k, pa + ao, pb + bo, y->as<T>() + yo);
       });
@@ -340,6 +363,12 @@ llvm::Error runFusedMatMul(const KernelCall &call) {
   return runProducts(call, call.attrs.getInt("transA", 0) != 0,
                      call.attrs.getInt("transB", 0) != 0,
                      call.attrs.getFloat("alpha", 1.0));
+}
+
+llvm::Error runFusedMatMulInto(const KernelCall &call) {
+  return runProducts(call, call.attrs.getInt("transA", 0) != 0,
+                     call.attrs.getInt("transB", 0) != 0,
+                     call.attrs.getFloat("alpha", 1.0), /*into=*/true);
 }
 
 //===----------------------------------------------------------------------===//

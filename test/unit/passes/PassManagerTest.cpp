@@ -78,8 +78,8 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
-            "unknown pass 'tile-everything'; valid passes: fuse-gelu, build-training, "
-            "inference-dropout, inference-form, mixed-precision, fold-transposes, fuse-masked-softmax, fuse-bias, dce, "
+            "unknown pass 'tile-everything'; valid passes: fuse-gelu, tile, build-training, "
+            "inference-dropout, inference-form, mixed-precision, fold-transposes, fuse-masked-softmax, fuse-bias, concat-in-place, dce, "
             "schedule, "
             "place, insert-transfers, spill, allocate");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
@@ -208,8 +208,8 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
-            "unknown pass 'nope' to print after; valid passes: fuse-gelu, build-training, "
-            "inference-dropout, inference-form, mixed-precision, fold-transposes, fuse-masked-softmax, fuse-bias, dce, "
+            "unknown pass 'nope' to print after; valid passes: fuse-gelu, tile, build-training, "
+            "inference-dropout, inference-form, mixed-precision, fold-transposes, fuse-masked-softmax, fuse-bias, concat-in-place, dce, "
             "schedule, "
             "place, insert-transfers, spill, allocate");
 }
