@@ -283,6 +283,7 @@ llvm::Error Parser::parseInit(InitializerRef &init) {
   // `slice AXIS at BEGIN of [D0, D1, ...]`: a tile's share (Graph.h).
   if (tok.isWord("slice")) {
     consume();
+    Token axisTok = tok;
     auto axis = parseUInt();
     if (!axis)
       return axis.takeError();
@@ -311,8 +312,8 @@ llvm::Error Parser::parseInit(InitializerRef &init) {
         return err;
     }
     if (*axis >= init.wholeShape.size())
-      return error("slice axis " + llvm::Twine(*axis) + " of a rank-" +
-                   llvm::Twine(init.wholeShape.size()) + " initializer");
+      return errorAt(axisTok, "slice axis " + llvm::Twine(*axis) + " of a rank-" +
+                                  llvm::Twine(init.wholeShape.size()) + " initializer");
     init.sliceAxis = static_cast<int64_t>(*axis);
     init.sliceBegin = static_cast<int64_t>(*begin);
   }

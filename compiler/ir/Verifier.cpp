@@ -86,6 +86,23 @@ llvm::Error checkRoles(const Graph &g, const GraphFacts &facts) {
         (isInitializerRole(v->role) || v->role == ValueRole::ModelState))
       return fail("value " + quoted(*v) + " has role " + roleName(v->role) +
                   " but no initializer");
+    if (v->init && v->init->isSlice()) {
+      // A tile's share: the same shape as the initializer but along the
+      // slice axis, and inside it there.
+      const InitializerRef &r = *v->init;
+      bool fits = r.wholeShape.size() == v->shape.size() && r.sliceAxis >= 0 &&
+                  r.sliceAxis < static_cast<int64_t>(v->shape.size()) &&
+                  r.sliceBegin >= 0;
+      for (size_t d = 0; fits && d < v->shape.size(); ++d)
+        fits = static_cast<int64_t>(d) == r.sliceAxis
+                   ? r.sliceBegin + v->shape[d] <= r.wholeShape[d]
+                   : v->shape[d] == r.wholeShape[d];
+      if (!fits)
+        return fail("value " + quoted(*v) + " of shape " + formatShape(v->shape) +
+                    " is not a share of initializer '" + r.name + "' " +
+                    formatShape(r.wholeShape) + " at " + llvm::Twine(r.sliceBegin) +
+                    " on axis " + llvm::Twine(r.sliceAxis));
+    }
     if (v->role == ValueRole::Input && !facts.inputs.count(v.get()))
       return fail("value " + quoted(*v) +
                   " has role input but is not a graph input");

@@ -8,6 +8,7 @@
 //   MatMul(X, W[K,N])            -> MatMul(X, W_i[K,n_i]),   axis 1 of W
 //   Gemm(A, B, C) (transB or not) -> Gemm(A, B_i, C_i),        rows or columns of B
 //   Conv(X, W[M,C,...], B)        -> Conv(X, W_i[m_i,C,...], B_i), output channels
+//   Gather(W[V,D], ids)           -> Gather(W_i[V,d_i], ids),   embedding columns
 // and a Concat along the output's tiled axis puts the result together.
 // A MatMul whose only reader adds a bias vector (nn.Linear as exported)
 // takes its share of the bias too.
@@ -61,10 +62,17 @@ struct Candidate {
   int64_t biasAxis = 0;
   /// MatMul's bias: the Add that reads the product, or null.
   ir::Node *biasAdd = nullptr;
+  /// MatMul's weight read through Transpose(W) (nn.Linear exported without
+  /// constant folding): the Transpose, each tile getting its own; null
+  /// otherwise.
+  ir::Node *transpose = nullptr;
   /// The output's tiled axis and its extent.
   int64_t outAxis = 0;
   int64_t outDim = 0;
 };
+
+/// Where the weight is among the node's inputs.
+unsigned weightOperand(const ir::Node &n) { return n.opType == "Gather" ? 0 : 1; }
 
 /// A parameter read by this node alone (a tied weight stays whole).
 bool isOwnParameter(const ir::Value *v) {
@@ -96,13 +104,23 @@ llvm::Optional<Candidate> tileable(const ir::Graph &g, ir::Node *n) {
   c.node = n;
   if (n->opType == "MatMul" && n->inputs.size() == 2) {
     ir::Value *w = n->inputs[1];
-    if (!isOwnParameter(w) || w->shape.size() != 2 || !n->inputs[0] ||
-        y->shape.empty())
+    if (!w || !n->inputs[0] || y->shape.empty())
+      return llvm::None;
+    c.weightAxis = 1;
+    // MatMul(x, Transpose(W)): W's rows are the output's columns.
+    if (ir::Node *t = w->def; t && t->domain.empty() && t->opType == "Transpose" &&
+                              w->uses().size() == 1 && !g.isOutput(w) &&
+                              t->inputs.size() == 1 && w->shape.size() == 2 &&
+                              t->attrs.getInts("perm") == llvm::ArrayRef<int64_t>({1, 0})) {
+      c.transpose = t;
+      w = t->inputs[0];
+      c.weightAxis = 0;
+    }
+    if (!isOwnParameter(w) || w->shape.size() != 2)
       return llvm::None;
     c.weight = w;
-    c.weightAxis = 1;
     c.outAxis = static_cast<int64_t>(y->shape.size()) - 1;
-    c.outDim = w->shape[1];
+    c.outDim = w->shape[c.weightAxis];
     // nn.Linear: Add(MatMul(x, W^T), b).
     if (y->uses().size() == 1 && !g.isOutput(y)) {
       ir::Node *add = y->uses()[0].user;
@@ -144,6 +162,20 @@ llvm::Optional<Candidate> tileable(const ir::Graph &g, ir::Node *n) {
     }
     return c;
   }
+  // An embedding lookup, Gather(W[V,D], ids) along axis 0: each tile is
+  // every row's share of D columns (the lookup itself cannot be split by
+  // rows: any id may come).
+  if (n->opType == "Gather" && n->inputs.size() == 2) {
+    ir::Value *w = n->inputs[0];
+    if (!isOwnParameter(w) || w->shape.size() != 2 || !n->inputs[1] ||
+        n->attrs.getInt("axis", 0) != 0 || y->shape.empty())
+      return llvm::None;
+    c.weight = w;
+    c.weightAxis = 1;
+    c.outAxis = static_cast<int64_t>(y->shape.size()) - 1;
+    c.outDim = w->shape[1];
+    return c;
+  }
   if (n->opType == "Conv" && n->inputs.size() >= 2) {
     ir::Value *w = n->inputs[1];
     if (!isOwnParameter(w) || w->shape.size() < 3 || !n->inputs[0] ||
@@ -173,7 +205,8 @@ uint64_t computeElementBytes(const PassContext &ctx, const ir::Value &w) {
 /// Bytes of the operator's activations: its data input and output, and in
 /// training their gradients too.
 uint64_t activationBytes(const PassContext &ctx, const Candidate &c) {
-  uint64_t bytes = c.node->inputs[0]->byteSize() + c.node->outputs[0]->byteSize();
+  const ir::Value *data = c.node->inputs[weightOperand(*c.node) == 0 ? 1 : 0];
+  uint64_t bytes = data->byteSize() + c.node->outputs[0]->byteSize();
   return ctx.training.mode == CompileMode::Train ? 2 * bytes : bytes;
 }
 
@@ -183,26 +216,32 @@ unsigned tileCopiesLive(const PassContext &ctx) {
   return ctx.training.mode == CompileMode::Train ? 3 : 2;
 }
 
-/// The tile count --tile=auto gives `c`: 1 when it fits whole; 0 when not
-/// even one output column does.
-uint64_t autoTiles(const PassContext &ctx, const Candidate &c, uint64_t &tileNeed) {
+/// Tiles of a whole number of these many columns keep rows aligned for
+/// the vector units and BLAS.
+constexpr uint64_t kColumnQuantum = 16;
+
+/// The tile width (columns per tile) --tile=auto gives `c`: its whole
+/// output extent when it fits whole; 0 when not even one column does.
+uint64_t autoTileWidth(const PassContext &ctx, const Candidate &c, uint64_t &tileNeed) {
   uint64_t capacity = ctx.memory.gpuCapacity;
   uint64_t bytesPerColumn =
       (c.weight->numElements() / c.outDim + (c.bias ? 1 : 0)) *
       computeElementBytes(ctx, *c.weight) * tileCopiesLive(ctx);
   uint64_t acts = activationBytes(ctx, c);
   tileNeed = bytesPerColumn + acts;
+  uint64_t whole = static_cast<uint64_t>(c.outDim);
   if (!capacity)
-    return 1;
+    return whole;
   auto columnsWithin = [&](uint64_t budget) -> uint64_t {
     return budget > acts ? (budget - acts) / bytesPerColumn : 0;
   };
   // Whole, it fits the GPU by itself: left alone.
-  if (columnsWithin(capacity) >= static_cast<uint64_t>(c.outDim))
-    return 1;
+  if (columnsWithin(capacity) >= whole)
+    return whole;
   for (uint64_t budget : {capacity / 2, capacity})
     if (uint64_t columns = columnsWithin(budget))
-      return llvm::divideCeil(c.outDim, columns);
+      return columns >= kColumnQuantum ? columns / kColumnQuantum * kColumnQuantum
+                                       : columns;
   return 0;
 }
 
@@ -228,8 +267,10 @@ ir::Value *tileOf(ir::Graph &g, ir::Value *v, int64_t axis, int64_t begin,
   return t;
 }
 
-/// Splits `c` into `k` tiles, joined by a Concat that takes over its result.
-void split(ir::Graph &g, const Candidate &c, unsigned k) {
+/// Splits `c` into tiles `width` columns wide (the last one narrower when
+/// they do not divide), joined by a Concat that takes over its result.
+void split(ir::Graph &g, const Candidate &c, int64_t width) {
+  unsigned k = static_cast<unsigned>(llvm::divideCeil(c.outDim, width));
   ir::Node *n = c.node;
   ir::Node *last = c.biasAdd ? c.biasAdd : n;
   ir::Value *result = last->outputs[0];
@@ -239,11 +280,21 @@ void split(ir::Graph &g, const Candidate &c, unsigned k) {
   llvm::SmallVector<ir::Value *, 8> parts;
   int64_t begin = 0;
   for (unsigned i = 0; i < k; ++i) {
-    int64_t extent = c.outDim / k + (static_cast<int64_t>(i) < c.outDim % k ? 1 : 0);
+    int64_t extent = std::min(width, c.outDim - begin);
     ir::Value *w = tileOf(g, c.weight, c.weightAxis, begin, extent, i);
     ir::Value *b = c.bias ? tileOf(g, c.bias, c.biasAxis, begin, extent, i) : nullptr;
     llvm::SmallVector<ir::Value *, 4> inputs(n->inputs.begin(), n->inputs.end());
-    inputs[1] = w;
+    inputs[weightOperand(*n)] = w;
+    if (c.transpose) {
+      ir::Value *t = c.transpose->outputs[0];
+      ir::Value *wt = g.addValue(g.uniqueValueName(t->name + ".tile" + std::to_string(i)),
+                                 w->dtype, {w->shape[1], w->shape[0]},
+                                 ir::ValueRole::Activation);
+      g.insertNode(at, "Transpose",
+                   g.uniqueNodeName(c.transpose->name + "/tile" + std::to_string(i)),
+                   {w}, {wt}, c.transpose->attrs);
+      inputs[1] = wt;
+    }
     if (b && !c.biasAdd)
       inputs[2] = b;
     ir::Value *y = n->outputs[0];
@@ -268,6 +319,8 @@ void split(ir::Graph &g, const Candidate &c, unsigned k) {
   if (c.biasAdd)
     g.eraseNode(c.biasAdd);
   g.eraseNode(n);
+  if (c.transpose)
+    g.eraseNode(c.transpose);
   AttributeList attrs;
   attrs.set(makeIntAttr("axis", c.outAxis));
   g.insertNode(at, "Concat", concatName, parts, {result}, std::move(attrs));
@@ -286,34 +339,36 @@ llvm::Expected<bool> Tile::run(ir::Graph &g, PassContext &ctx) {
       ctx.training.optimizer == OptimizerKind::None)
     return false;
   std::vector<Candidate> chosen;
-  std::vector<unsigned> counts;
+  std::vector<int64_t> widths;
   for (ir::Node *n : g.nodes()) {
     llvm::Optional<Candidate> c = tileable(g, n);
     if (!c)
       continue;
-    uint64_t k = 1;
+    uint64_t width = c->outDim;
     if (memory.tileMode == TileMode::Fixed) {
       if (c->outDim >= memory.tileCount)
-        k = memory.tileCount;
+        width = llvm::divideCeil(c->outDim, memory.tileCount);
     } else {
       uint64_t tileNeed = 0;
-      k = autoTiles(ctx, *c, tileNeed);
-      if (k == 0)
-        return makeError(n->describe() + ": even one output column of its weight " +
-                         c->weight->name + " (" + formatShape(c->weight->shape) +
-                         ") needs " + llvm::Twine(tileNeed) +
-                         " bytes on the GPU with the operator's activations, "
-                         "more than the GPU tier's " +
+      width = autoTileWidth(ctx, *c, tileNeed);
+      if (width == 0)
+        return makeError(n->describe() + ": one tile of a single output column of its weight '" +
+                         c->weight->name + "' (" + dtypeName(c->weight->dtype) +
+                         formatShape(c->weight->shape) + ") needs " + llvm::Twine(tileNeed) +
+                         " bytes of GPU memory with the operator's activations, but the "
+                         "GPU tier holds " +
                          llvm::Twine(memory.gpuCapacity));
     }
-    if (k < 2)
+    if (width >= static_cast<uint64_t>(c->outDim))
       continue;
     chosen.push_back(*c);
-    counts.push_back(static_cast<unsigned>(k));
+    widths.push_back(static_cast<int64_t>(width));
   }
   for (size_t i = 0; i < chosen.size(); ++i) {
-    memory.tiled.push_back({chosen[i].node->name, chosen[i].node->opType, counts[i]});
-    split(g, chosen[i], counts[i]);
+    memory.tiled.push_back(
+        {chosen[i].node->name, chosen[i].node->opType,
+         static_cast<unsigned>(llvm::divideCeil(chosen[i].outDim, widths[i]))});
+    split(g, chosen[i], widths[i]);
   }
   if (!chosen.empty()) {
     g.eraseDeadValues();
