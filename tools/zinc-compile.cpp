@@ -81,6 +81,11 @@ static cl::opt<std::string> tile(
     "tile", cl::desc("Memory-centric tiling: auto (default: per operator, when it does not "
                      "fit), none, or N tiles for every large tileable operator"),
     cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<std::string> activationCheckpointing(
+    "activation-checkpointing",
+    cl::desc("auto (default: recompute forward segments in backward when the activations "
+             "kept for it do not fit), none, or every-layer"),
+    cl::init("auto"), cl::cat(compileCategory));
 static cl::list<std::string> dims("dim", cl::desc("Bind a symbolic dimension"),
                                   cl::value_desc("NAME=VALUE"), cl::cat(compileCategory));
 static cl::opt<std::string> hwName("hw", cl::desc("Hardware preset or FILE.json"),
@@ -266,6 +271,15 @@ static Error compile() {
   ctx.memory.paramsOffload = *paramsPolicy;
   if (auto err = parseTile(tile, ctx.memory))
     return err;
+  if (activationCheckpointing == "auto")
+    ctx.memory.checkpointMode = zinc::CheckpointMode::Auto;
+  else if (activationCheckpointing == "none")
+    ctx.memory.checkpointMode = zinc::CheckpointMode::None;
+  else if (activationCheckpointing == "every-layer")
+    ctx.memory.checkpointMode = zinc::CheckpointMode::EveryLayer;
+  else
+    return zinc::makeError("--activation-checkpointing must be auto, none or every-layer, not '" +
+                           activationCheckpointing + "'");
   ctx.note = [](const Twine &msg) { errs() << tool << ": note: " << msg << "\n"; };
   zinc::passes::PassManager pm(ctx);
   pm.setVerifyEach(verifyEach);
@@ -349,6 +363,8 @@ static Error compile() {
     config.precision = precision;
     config.optimizer = optimizer;
     config.tiling = ctx.memory.tiled;
+    config.checkpointing = ctx.memory.checkpointing;
+    config.checkpointMode = activationCheckpointing;
     report = formatv("{0:2}", zinc::buildCompileReport(**graph, *plan, config, *hw)).str() + "\n";
   }
   // Nothing is written for a plan the verifier refuses.

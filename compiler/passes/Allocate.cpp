@@ -25,10 +25,40 @@ public:
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
+/// What fills `tier` at its busiest instant: the largest buffers live
+/// there, so a user (or a developer) sees what to shrink.
+std::string busiestInstant(const ir::Graph &g, const TierLayout &layout, ir::Tier tier) {
+  int64_t time = layout.peakTime[static_cast<unsigned>(tier)];
+  std::vector<std::pair<uint64_t, const ir::Value *>> live;
+  for (const auto &[value, interval] : layout.intervals)
+    if (value->tier == tier && interval.begin <= time && time <= interval.end)
+      live.push_back({interval.size, value});
+  llvm::sort(live, [](const auto &a, const auto &b) {
+    return a.first != b.first ? a.first > b.first : a.second->id < b.second->id;
+  });
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  const ir::Node *at = nullptr;
+  int64_t index = 0;
+  for (const ir::Node *n : g.nodes())
+    if (index++ == time) {
+      at = n;
+      break;
+    }
+  os << "; at its busiest";
+  if (at)
+    os << " (" << at->describe() << ")";
+  os << " " << live.size() << " buffers are live, the largest";
+  for (size_t i = 0; i < live.size() && i < 3; ++i)
+    os << (i ? ", '" : " '") << live[i].second->name << "' ("
+       << formatSize(live[i].first) << ")";
+  return os.str();
+}
+
 /// `fits`, when nonzero, is a capacity place checked the plan fits (the
 /// plan's own peak at this capacity may not: a larger capacity spills less).
-llvm::Error checkTier(const TierLayout &layout, ir::Tier tier, uint64_t capacity,
-                      llvm::StringRef flag, uint64_t fits = 0) {
+llvm::Error checkTier(const ir::Graph &g, const TierLayout &layout, ir::Tier tier,
+                      uint64_t capacity, llvm::StringRef flag, uint64_t fits = 0) {
   uint64_t peak = layout.peak[static_cast<unsigned>(tier)];
   if (!capacity || peak <= capacity)
     return llvm::Error::success();
@@ -36,7 +66,8 @@ llvm::Error checkTier(const TierLayout &layout, ir::Tier tier, uint64_t capacity
   return makeError("the plan needs " + llvm::Twine(peak) + " bytes (" + formatSize(peak) +
                    ") of " + ir::tierName(tier) + " memory but the tier holds " +
                    llvm::Twine(capacity) + " (" + formatSize(capacity) + "); use --" + flag +
-                   "=" + llvm::Twine(suggest) + " or more");
+                   "=" + llvm::Twine(suggest) + " or more" +
+                   busiestInstant(g, layout, tier));
 }
 
 llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
@@ -46,12 +77,12 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
   if (mem.placedThrough != MemoryOptions::Placed::Allocation || !ctx.layout)
     ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
   const TierLayout &layout = *ctx.layout;
-  if (auto err = checkTier(layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem",
+  if (auto err = checkTier(g, layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem",
                            mem.gpuCapacityThatFits))
     return err;
-  if (auto err = checkTier(layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))
+  if (auto err = checkTier(g, layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))
     return err;
-  if (auto err = checkTier(layout, ir::Tier::Nvme, mem.nvmeCapacity, "nvme-mem"))
+  if (auto err = checkTier(g, layout, ir::Tier::Nvme, mem.nvmeCapacity, "nvme-mem"))
     return err;
   return false;
 }

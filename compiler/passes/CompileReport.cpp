@@ -13,6 +13,53 @@ static std::string initializerShareKey(const ir::InitializerRef &init) {
          std::to_string(init.sliceBegin);
 }
 
+/// Bytes the plan moves per step over each link, from its copies: a
+/// prediction read off the plan, not a measurement.
+static llvm::json::Object transfersPerStep(const ir::Graph &g) {
+  uint64_t h2d = 0, d2h = 0, nvmeRead = 0, nvmeWrite = 0, onTier = 0;
+  for (const ir::Node *n : g.nodes()) {
+    if (n->domain != "zinc" || (n->opType != "Copy" && n->opType != "CopyInto") ||
+        n->inputs.empty() || !n->inputs[0])
+      continue;
+    const ir::Value *src = n->inputs[0];
+    const ir::Value *dst = n->opType == "Copy" ? n->outputs[0]
+                           : n->inputs.size() > 1 ? n->inputs[1] : nullptr;
+    if (!dst)
+      continue;
+    uint64_t bytes = src->byteSize();
+    if (src->tier == ir::Tier::Cpu && dst->tier == ir::Tier::Gpu)
+      h2d += bytes;
+    else if (src->tier == ir::Tier::Gpu && dst->tier == ir::Tier::Cpu)
+      d2h += bytes;
+    else if (src->tier == ir::Tier::Nvme)
+      nvmeRead += bytes;
+    else if (dst->tier == ir::Tier::Nvme)
+      nvmeWrite += bytes;
+    else
+      onTier += bytes;
+  }
+  return llvm::json::Object{{"h2d", h2d},
+                            {"d2h", d2h},
+                            {"nvme_read", nvmeRead},
+                            {"nvme_write", nvmeWrite},
+                            {"within_tier", onTier}};
+}
+
+static llvm::json::Object checkpointingReport(const CompileConfig &config) {
+  const CheckpointSummary &c = config.checkpointing;
+  llvm::json::Array names;
+  for (const std::string &name : c.checkpoints)
+    names.push_back(name);
+  return llvm::json::Object{{"mode", config.checkpointMode},
+                            {"saved_bytes_before", c.savedBytesBefore},
+                            {"saved_bytes_after", c.savedBytesAfter},
+                            {"recomputed_segments", c.recomputedSegments},
+                            {"checkpoints", std::move(names)},
+                            {"checkpoint_bytes", c.checkpointBytes},
+                            {"recomputed_nodes", c.recomputedNodes},
+                            {"recompute_flops", c.recomputeFlops}};
+}
+
 static llvm::json::Array tilingList(llvm::ArrayRef<TiledNode> tiled) {
   llvm::json::Array list;
   for (const TiledNode &t : tiled)
@@ -107,7 +154,9 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
            {"tiers", llvm::json::Object{{"gpu", tier(hw.gpuMem, peaks[plan::TIER_GPU], ir::Tier::Gpu)},
                                         {"cpu", tier(hw.cpuMem, peaks[plan::TIER_CPU], ir::Tier::Cpu)},
                                         {"nvme", tier(hw.nvmeMem, peaks[plan::TIER_NVME], ir::Tier::Nvme)}}}}},
-      {"tiling", tilingList(config.tiling)}};
+      {"tiling", tilingList(config.tiling)},
+      {"activation_checkpointing", checkpointingReport(config)},
+      {"predicted_transfer_bytes_per_step", transfersPerStep(g)}};
 }
 
 } // namespace zinc

@@ -288,12 +288,30 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
     g.insertNode(seedDef, "LossScale", g.uniqueNodeName(seedDef->name + "/loss_scale"),
                  {scale}, {seed}, std::move(attrs), "zinc");
     g.eraseNode(seedDef);
-    llvm::SmallVector<ir::Value *, 16> checkOperands{foundInf, scale};
-    for (ir::Node *n : optimizers)
-      checkOperands.push_back(n->inputs[1]);
-    g.insertNode(optimizers.front(), "CheckFiniteGrads",
-                 g.uniqueNodeName("loss_scale/check_finite"), checkOperands, {}, {},
-                 "zinc");
+    // One check per gradient, right where the gradient is complete, each
+    // ORing into found_inf after the first (which sets it): a gradient is
+    // read once on the GPU while it is there, and may leave at once. One
+    // check of every gradient at the end of backward would hold (or bring
+    // back) all the model's gradients on the GPU together.
+    llvm::DenseMap<const ir::Node *, size_t> position;
+    for (ir::Node *n : g.nodes())
+      position[n] = position.size();
+    std::vector<std::pair<size_t, ir::Value *>> grads;
+    for (ir::Node *n : optimizers) {
+      ir::Value *grad = n->inputs[1];
+      grads.push_back({grad->def ? position.lookup(grad->def) : 0, grad});
+    }
+    llvm::stable_sort(grads, [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (size_t i = 0; i < grads.size(); ++i) {
+      ir::Value *grad = grads[i].second;
+      ir::Node *at = grad->def ? g.nextNode(grad->def) : optimizers.front();
+      AttributeList attrs;
+      if (i > 0)
+        attrs.set(makeIntAttr("accumulate", 1));
+      g.insertNode(at, "CheckFiniteGrads",
+                   g.uniqueNodeName("loss_scale/check_finite/" + grad->name),
+                   {foundInf, scale, grad}, {}, std::move(attrs), "zinc");
+    }
   }
   for (ir::Node *n : optimizers) {
     llvm::SmallVector<ir::Value *, 4> extra;

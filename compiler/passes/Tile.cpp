@@ -25,10 +25,10 @@
 //
 // K: --tile=auto tiles an operator whose working set (its weight, the
 // next weight's prefetch, its weight gradient, and its activations with
-// their gradients) does not fit the GPU by itself, into the smallest K
-// whose working set with one tile's weight fits half the GPU, the other
-// half being for what else is live (the whole GPU when half cannot hold
-// even one column). --tile=N gives N tiles to every tileable operator (a weight
+// their gradients) takes more than half the GPU, the other half being for
+// what else is live, into the smallest K whose working set with one tile's
+// weight fits that half (the whole GPU when half cannot hold even one
+// column). --tile=N gives N tiles to every tileable operator (a weight
 // of its own) with at least N outputs along the tiled axis; --tile=none
 // tiles nothing.
 //
@@ -235,8 +235,8 @@ uint64_t autoTileWidth(const PassContext &ctx, const Candidate &c, uint64_t &til
   auto columnsWithin = [&](uint64_t budget) -> uint64_t {
     return budget > acts ? (budget - acts) / bytesPerColumn : 0;
   };
-  // Whole, it fits the GPU by itself: left alone.
-  if (columnsWithin(capacity) >= whole)
+  // Whole, it leaves half the GPU to the rest: left alone.
+  if (columnsWithin(capacity / 2) >= whole)
     return whole;
   for (uint64_t budget : {capacity / 2, capacity})
     if (uint64_t columns = columnsWithin(budget))

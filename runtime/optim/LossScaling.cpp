@@ -53,13 +53,15 @@ template <typename Fn> static bool anyNotFinite(int64_t n, Fn &&value) {
 }
 
 /// CheckFiniteGrads(found_inf, scale, grads...): found_inf = 1 when any
-/// gradient, unscaled in f32 as GradScaler.unscale_ does, is inf or NaN.
+/// gradient, unscaled in f32 as GradScaler.unscale_ does, is inf or NaN,
+/// else 0; with `accumulate`, found_inf stays 1 once set (one check per
+/// gradient, the first one setting the flag, the others ORing into it).
 llvm::Error runCheckFiniteGrads(const KernelCall &call) {
   if (call.inputs.size() < 2 || !isScalar(call.inputs[0], DType::F32) ||
       !isScalar(call.inputs[1], DType::F32))
     return makeError("CheckFiniteGrads expects found_inf f32[], scale f32[], grads...");
   const float inv = static_cast<float>(1.0 / *call.inputs[1]->as<float>());
-  bool found = false;
+  bool found = call.attrs.getInt("accumulate", 0) != 0 && *call.inputs[0]->as<float>() != 0;
   for (size_t k = 2; k < call.inputs.size() && !found; ++k) {
     const TensorRef *g = call.inputs[k];
     if (!g)

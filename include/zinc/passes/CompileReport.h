@@ -18,6 +18,9 @@ struct CompileConfig {
   std::string optimizer = "adamw";
   /// The operators the tile pass split.
   std::vector<TiledNode> tiling;
+  /// --activation-checkpointing and what the checkpoint pass chose.
+  std::string checkpointMode = "auto";
+  CheckpointSummary checkpointing;
 };
 
 /// Model size, configuration, per-rank model-state bytes and each tier's

@@ -26,7 +26,31 @@ struct TiledNode {
   unsigned tiles = 0;
 };
 
+/// --activation-checkpointing: recompute forward segments in backward when
+/// the activations kept for backward do not fit (Auto), never (None), or
+/// for every segment between the forward pass's narrow points (EveryLayer).
+enum class CheckpointMode { Auto, None, EveryLayer };
+
+/// What the checkpoint pass chose, for the compile report.
+struct CheckpointSummary {
+  /// Forward values kept for backward, summed, before and after: what the
+  /// step would hold at the turn from forward to backward.
+  uint64_t savedBytesBefore = 0;
+  uint64_t savedBytesAfter = 0;
+  /// Segments recomputed, and the checkpoints (segment inputs) they start
+  /// from.
+  unsigned recomputedSegments = 0;
+  std::vector<std::string> checkpoints;
+  uint64_t checkpointBytes = 0;
+  /// Forward nodes run again in backward, and their FLOPs per step.
+  uint64_t recomputedNodes = 0;
+  uint64_t recomputeFlops = 0;
+};
+
 struct MemoryOptions {
+  CheckpointMode checkpointMode = CheckpointMode::Auto;
+  /// Set by the checkpoint pass.
+  CheckpointSummary checkpointing;
   TileMode tileMode = TileMode::Auto;
   unsigned tileCount = 0;
   /// Set by the tile pass, in program order.

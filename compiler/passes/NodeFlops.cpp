@@ -1,0 +1,48 @@
+//===- NodeFlops.cpp - Floating-point operations a node performs ----------===//
+#include "zinc/passes/NodeFlops.h"
+#include "zinc/support/MatMulGeometry.h"
+
+namespace zinc::passes {
+
+static uint64_t outputElements(const ir::Node &n) {
+  uint64_t elements = 0;
+  for (const ir::Value *out : n.outputs)
+    if (out)
+      elements += out->numElements();
+  return elements;
+}
+
+uint64_t estimateFlops(const ir::Node &n) {
+  bool product = (n.domain.empty() && n.opType == "MatMul") ||
+                 (n.domain == "zinc" &&
+                  (n.opType == "FusedMatMul" || n.opType == "FusedMatMulInto"));
+  if (product && n.inputs.size() >= 2 && n.inputs[0] && n.inputs[1]) {
+    auto g = fusedMatMulGeometry(n.inputs[0]->shape, n.inputs[1]->shape, n.attrs);
+    if (!g) {
+      llvm::consumeError(g.takeError());
+      return outputElements(n);
+    }
+    return 2ull * g->batchElements() * g->m * g->n * g->k;
+  }
+  if (n.domain.empty() && n.opType == "Gemm" && n.inputs.size() >= 2 &&
+      n.inputs[0] && n.inputs[0]->shape.size() == 2) {
+    bool transA = n.attrs.getInt("transA", 0) != 0;
+    uint64_t k = n.inputs[0]->shape[transA ? 0 : 1];
+    return 2ull * outputElements(n) * k;
+  }
+  // Conv and its gradients: each output element (of the forward) sums
+  // input channels per group x kernel taps; the weight has exactly those
+  // per output channel.
+  bool conv = (n.domain.empty() && n.opType == "Conv") ||
+              (n.domain == "zinc" && llvm::StringRef(n.opType).startswith("ConvGrad"));
+  if (conv && n.inputs.size() >= 2 && n.inputs[1] && n.inputs[1]->shape.size() >= 2) {
+    const ir::Value *w = n.inputs[1];
+    uint64_t perOutput = w->numElements() / std::max<int64_t>(1, w->shape[0]);
+    uint64_t outputs = n.opType == "Conv" ? outputElements(n)
+                                          : static_cast<uint64_t>(n.inputs[0]->numElements());
+    return 2ull * outputs * perOutput;
+  }
+  return outputElements(n);
+}
+
+} // namespace zinc::passes
