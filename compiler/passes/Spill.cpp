@@ -62,6 +62,21 @@ private:
   llvm::DenseMap<const ir::Node *, int64_t> pos;
 };
 
+/// Which tier a round relieves, and how: GPU activations go to the CPU
+/// (or are recomputed); CPU activations (gradients waiting for the host
+/// update, activations the GPU spilled) go to NVMe.
+struct SpillTarget {
+  ir::Tier tier = ir::Tier::Gpu;
+  ir::Tier lower = ir::Tier::Cpu;
+  ir::Stream out = ir::Stream::D2H;
+  ir::Stream in = ir::Stream::H2D;
+  bool mayRecompute = true;
+  const char *flag = "gpu";
+};
+constexpr SpillTarget kGpuSpill{};
+constexpr SpillTarget kCpuSpill{ir::Tier::Cpu, ir::Tier::Nvme, ir::Stream::Nvme,
+                                ir::Stream::Nvme, false, "cpu"};
+
 /// A stretch of snapshot indices over which a GPU activation is untouched:
 /// between its use at `lastUse` and its next at `nextUse`. Let go at an
 /// instant of the stretch, it is gone from lastUse + 1 (its eviction runs
@@ -91,12 +106,13 @@ std::vector<size_t> touchTimes(const ir::Value &v, const Positions &pos) {
   return times;
 }
 
-/// Every idle stretch of the GPU's activations long enough to relieve an
+/// Every idle stretch of the tier's activations long enough to relieve an
 /// instant, in the order they begin.
-std::vector<IdleGap> idleGaps(const ir::Graph &g, const Positions &pos) {
+std::vector<IdleGap> idleGaps(const ir::Graph &g, const Positions &pos,
+                              const SpillTarget &target) {
   std::vector<IdleGap> gaps;
   for (const auto &v : g.values()) {
-    if (v->tier != ir::Tier::Gpu || isPersistent(g, *v))
+    if (v->tier != target.tier || isPersistent(g, *v))
       continue;
     std::vector<size_t> t = touchTimes(*v, pos);
     for (size_t i = 0; i + 1 < t.size(); ++i)
@@ -136,13 +152,14 @@ ir::Value *copyBefore(ir::Graph &g, Positions &pos, ir::Node *before, ir::Value 
 /// Evicts `gap.value` after its last use before the gap and brings it back
 /// ahead of the next (relieving `time`); uses from then on read the
 /// returned copy.
-void spill(ir::Graph &g, Positions &pos, const IdleGap &gap, size_t time) {
+void spill(ir::Graph &g, Positions &pos, const IdleGap &gap, size_t time,
+           const SpillTarget &target) {
   ir::Value *v = gap.value;
   std::vector<ir::Node *> laterUsers = usersFrom(*v, pos, gap.nextUse);
-  ir::Value *onHost = copyBefore(g, pos, pos.at(gap.lastUse + 1), v, v->name + "@spill",
-                                 ir::Tier::Cpu, ir::Stream::D2H);
-  ir::Value *again = copyBefore(g, pos, pos.at(gap.returnAt(time)), onHost,
-                                v->name + "@refetch", ir::Tier::Gpu, ir::Stream::H2D);
+  ir::Value *below = copyBefore(g, pos, pos.at(gap.lastUse + 1), v, v->name + "@spill",
+                                target.lower, target.out);
+  ir::Value *again = copyBefore(g, pos, pos.at(gap.returnAt(time)), below,
+                                v->name + "@refetch", target.tier, target.in);
   for (ir::Node *user : laterUsers)
     user->replaceUsesOfWith(v, again);
 }
@@ -233,16 +250,17 @@ private:
   std::priority_queue<IdleGap, std::vector<IdleGap>, NextUseFirst> classes[kClasses];
 };
 
-/// One sweep: lets go of idle values wherever the GPU's live bytes exceed
-/// `target`. Returns whether it changed the graph.
-bool relieve(ir::Graph &g, const TierLayout &layout, uint64_t target) {
+/// One sweep: lets go of idle values wherever the tier's live bytes exceed
+/// `goal`. Returns whether it changed the graph.
+bool relieve(ir::Graph &g, const TierLayout &layout, uint64_t goal,
+             const SpillTarget &target) {
   Positions pos(g);
-  // Live GPU bytes by snapshot index, as a difference array that the
-  // sweep also uses to bring values back.
+  // Live bytes by snapshot index, as a difference array that the sweep
+  // also uses to bring values back.
   std::vector<int64_t> delta(pos.size() + 2, 0);
-  uint64_t align = tierAlignment(ir::Tier::Gpu);
+  uint64_t align = tierAlignment(target.tier);
   for (const auto &v : g.values()) {
-    if (v->tier != ir::Tier::Gpu)
+    if (v->tier != target.tier)
       continue;
     const BufferInterval &iv = layout.intervals.lookup(v.get());
     int64_t bytes = llvm::alignTo(std::max<uint64_t>(iv.size, 1), align);
@@ -250,10 +268,10 @@ bool relieve(ir::Graph &g, const TierLayout &layout, uint64_t target) {
     delta[iv.end + 1] -= bytes;
   }
   for (unsigned s = 0; s < kNumStreams; ++s)
-    if (workspaceTier(static_cast<ir::Stream>(s)) == ir::Tier::Gpu)
+    if (workspaceTier(static_cast<ir::Stream>(s)) == target.tier)
       delta[0] += llvm::alignTo(layout.workspaceBytes[s], align);
 
-  std::vector<IdleGap> gaps = idleGaps(g, pos);
+  std::vector<IdleGap> gaps = idleGaps(g, pos, target);
   IdleQueue idle;
   // Values let go this round, and the inputs of recomputed ones: their
   // uses have moved, so their stretches of this snapshot no longer hold.
@@ -265,17 +283,17 @@ bool relieve(ir::Graph &g, const TierLayout &layout, uint64_t target) {
     live += delta[time];
     for (; next < gaps.size() && gaps[next].firstRelieved() <= time; ++next)
       idle.push(gaps[next]);
-    while (live > static_cast<int64_t>(target)) {
+    while (live > static_cast<int64_t>(goal)) {
       llvm::Optional<IdleGap> gap = idle.pop(time, taken);
       if (!gap)
         break;
       ir::Value *v = gap->value;
       ir::Node *def = v->def;
       taken.insert(v);
-      if (recompute(g, pos, *gap)) {
+      if (target.mayRecompute && recompute(g, pos, *gap)) {
         taken.insert(def->inputs.begin(), def->inputs.end());
       } else {
-        spill(g, pos, *gap, time);
+        spill(g, pos, *gap, time, target);
       }
       int64_t bytes = llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1), align);
       live -= bytes;
@@ -286,17 +304,17 @@ bool relieve(ir::Graph &g, const TierLayout &layout, uint64_t target) {
   return changed;
 }
 
-/// Whether the GPU's buffers fit even with none sharing bytes: no packing
+/// Whether the tier's buffers fit even with none sharing bytes: no packing
 /// places a buffer above the sum of those placed before it.
-bool fitsSideBySide(const ir::Graph &g, uint64_t capacity) {
-  uint64_t align = tierAlignment(ir::Tier::Gpu), total = 0;
+bool fitsSideBySide(const ir::Graph &g, uint64_t capacity, ir::Tier tier = ir::Tier::Gpu) {
+  uint64_t align = tierAlignment(tier), total = 0;
   uint64_t workspaces[kNumStreams];
   kernelWorkspaces(g, workspaces);
   for (unsigned s = 0; s < kNumStreams; ++s)
-    if (workspaceTier(static_cast<ir::Stream>(s)) == ir::Tier::Gpu)
+    if (workspaceTier(static_cast<ir::Stream>(s)) == tier)
       total += llvm::alignTo(workspaces[s], align);
   for (const auto &v : g.values())
-    if (v->tier == ir::Tier::Gpu)
+    if (v->tier == tier)
       total += llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1), align);
   return total <= capacity;
 }
@@ -305,28 +323,47 @@ bool fitsSideBySide(const ir::Graph &g, uint64_t capacity) {
 /// lower by what fragmentation added.
 constexpr unsigned kMaxRounds = 8;
 
-llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
-  uint64_t capacity = ctx.memory.gpuCapacity;
-  constexpr unsigned gpu = static_cast<unsigned>(ir::Tier::Gpu);
-  if (!capacity || ctx.memory.placedThrough >= MemoryOptions::Placed::Spills) // Done by place.
+/// Rounds of sweeps over one tier until it fits `capacity` or a round
+/// changes nothing.
+bool relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target) {
+  if (!capacity || fitsSideBySide(g, capacity, target.tier))
     return false;
-  if (fitsSideBySide(g, capacity))
-    return false;
+  unsigned tier = static_cast<unsigned>(target.tier);
   bool changed = false;
-  uint64_t target = capacity;
+  uint64_t goal = capacity;
   for (unsigned round = 0; round < kMaxRounds; ++round) {
-    TierLayout layout = computeTierLayout(g, {ir::Tier::Gpu});
-    uint64_t peak = layout.peak[gpu];
+    TierLayout layout = computeTierLayout(g, {target.tier});
+    uint64_t peak = layout.peak[tier];
     if (peak <= capacity)
       break;
     if (round > 0) {
       uint64_t over = peak - capacity;
-      if (over >= target)
+      if (over >= goal)
         break;
-      target -= over;
+      goal -= over;
     }
-    if (!relieve(g, layout, target))
+    if (!relieve(g, layout, goal, target))
       break;
+    changed = true;
+  }
+  return changed;
+}
+
+llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
+  MemoryOptions &mem = ctx.memory;
+  bool changed = false;
+  if (mem.placedThrough < MemoryOptions::Placed::Spills) // Else done by place.
+    changed = relieveTier(g, mem.gpuCapacity, kGpuSpill);
+  // What the CPU tier cannot hold (gradients waiting for the host update,
+  // activations the GPU let go) waits on NVMe, when the plan has an NVMe
+  // tier to put it in.
+  if (mem.nvmeCapacity && (mem.optimizerTier == ir::Tier::Nvme ||
+                           mem.paramsTier == ir::Tier::Nvme) &&
+      relieveTier(g, mem.cpuCapacity, kCpuSpill)) {
+    // A layout place proved is of the graph before these copies.
+    if (mem.placedThrough > MemoryOptions::Placed::Spills)
+      mem.placedThrough = MemoryOptions::Placed::Spills;
+    ctx.layout.reset();
     changed = true;
   }
   return changed;
