@@ -58,7 +58,8 @@ std::string busiestInstant(const ir::Graph &g, const TierLayout &layout, ir::Tie
 /// `fits`, when nonzero, is a capacity place checked the plan fits (the
 /// plan's own peak at this capacity may not: a larger capacity spills less).
 llvm::Error checkTier(const ir::Graph &g, const TierLayout &layout, ir::Tier tier,
-                      uint64_t capacity, llvm::StringRef flag, uint64_t fits = 0) {
+                      uint64_t capacity, llvm::StringRef flag, uint64_t fits = 0,
+                      llvm::StringRef why = "") {
   uint64_t peak = layout.peak[static_cast<unsigned>(tier)];
   if (!capacity || peak <= capacity)
     return llvm::Error::success();
@@ -67,7 +68,7 @@ llvm::Error checkTier(const ir::Graph &g, const TierLayout &layout, ir::Tier tie
                    ") of " + ir::tierName(tier) + " memory but the tier holds " +
                    llvm::Twine(capacity) + " (" + formatSize(capacity) + "); use --" + flag +
                    "=" + llvm::Twine(suggest) + " or more" +
-                   busiestInstant(g, layout, tier));
+                   busiestInstant(g, layout, tier) + (why.empty() ? "" : "; ") + why);
 }
 
 llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
@@ -78,7 +79,7 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
     ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
   const TierLayout &layout = *ctx.layout;
   if (auto err = checkTier(g, layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem",
-                           mem.gpuCapacityThatFits))
+                           mem.gpuCapacityThatFits, mem.untileable))
     return err;
   if (auto err = checkTier(g, layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))
     return err;

@@ -331,6 +331,7 @@ void split(ir::Graph &g, const Candidate &c, int64_t width) {
 llvm::Expected<bool> Tile::run(ir::Graph &g, PassContext &ctx) {
   MemoryOptions &memory = ctx.memory;
   memory.tiled.clear();
+  memory.untileable.clear();
   if (memory.tileMode == TileMode::None)
     return false;
   // --optimizer=none makes each gradient an output named after its
@@ -351,13 +352,18 @@ llvm::Expected<bool> Tile::run(ir::Graph &g, PassContext &ctx) {
     } else {
       uint64_t tileNeed = 0;
       width = autoTileWidth(ctx, *c, tileNeed);
-      if (width == 0)
-        return makeError(n->describe() + ": one tile of a single output column of its weight '" +
-                         c->weight->name + "' (" + dtypeName(c->weight->dtype) +
-                         formatShape(c->weight->shape) + ") needs " + llvm::Twine(tileNeed) +
-                         " bytes of GPU memory with the operator's activations, but the "
-                         "GPU tier holds " +
-                         llvm::Twine(memory.gpuCapacity));
+      if (width == 0) {
+        // Left whole: allocate will say what capacity the plan needs, and
+        // add this.
+        if (memory.untileable.empty())
+          memory.untileable =
+              (n->describe() + " cannot be tiled to fit: one tile of a single output column "
+               "of its weight '" + c->weight->name + "' (" + dtypeName(c->weight->dtype) +
+               formatShape(c->weight->shape) + ") needs " + llvm::Twine(tileNeed) +
+               " bytes of GPU memory with the operator's activations")
+                  .str();
+        continue;
+      }
     }
     if (width >= static_cast<uint64_t>(c->outDim))
       continue;

@@ -55,6 +55,10 @@ struct MemoryOptions {
   unsigned tileCount = 0;
   /// Set by the tile pass, in program order.
   std::vector<TiledNode> tiled;
+  /// Set by the tile pass when an operator cannot fit the GPU even one
+  /// output column at a time: what one tile needs, for allocate's
+  /// diagnostic when the GPU then overflows.
+  std::string untileable;
   /// What the user asked for (zinc-compile's flags).
   OffloadPolicy optimizerOffload = OffloadPolicy::None;
   OffloadPolicy paramsOffload = OffloadPolicy::None;
