@@ -179,6 +179,23 @@ class OffloadTest(unittest.TestCase):
                 self.check_identical_and_proven(result, capacity)
                 self.assertIn("placement:", result["note"])
 
+    def test_cpu_tier_overflow_waits_on_nvme(self):
+        """A CPU tier too small for the gradients waiting for the host update:
+        they wait on NVMe instead (the spill pass's CPU round), bit for bit."""
+        capacity = self.model_states // 4
+        flags = ["--gpu-mem=%d" % capacity, "--offload-optimizer=nvme", "--offload-params=nvme"]
+        roomy = self.train("nvme-roomy-cpu", flags)
+        tight = roomy["report"]["per_rank"]["tiers"]["cpu"]["peak"] // 2
+        result = self.train("nvme-tight-cpu", flags + ["--cpu-mem=%d" % tight])
+        self.check_identical_and_proven(result, capacity)
+        self.assertLessEqual(result["report"]["per_rank"]["tiers"]["cpu"]["peak"], tight)
+        moved = result["metrics"][-1]["bytes"]
+        self.assertGreater(moved["nvme_write"], roomy["metrics"][-1]["bytes"]["nvme_write"],
+                           "nothing more went to NVMe")
+        predicted = result["report"]["predicted_transfer_bytes_per_step"]
+        self.assertEqual(predicted["nvme_write"], moved["nvme_write"])
+        self.assertEqual(predicted["nvme_read"], moved["nvme_read"])
+
     def test_budget_that_cannot_fit_names_the_capacity_that_would(self):
         plan = os.path.join(self.tmp.name, "too-small.zplan")
         proc = run([self.compile_bin, self.model, "-o", plan, "--gpu-mem=4KiB"], expect_ok=False)
