@@ -36,7 +36,7 @@ compile_scale-no-spill.json for that budget).
 Exit status 1 when any compile failed or timed out.
 
 Run: /usr/bin/python3 bench/compile_scale.py --build-dir build [--timeout 600]
-        [--budget a100-80g|no-spill] [--only gpt-1t,nodes-100k] [--time-passes]
+        [--budget a100-80g|no-spill|v100-fp16] [--only gpt-1t,nodes-100k] [--time-passes]
         [--quick] [--list] [--out FILE]
 """
 
@@ -71,7 +71,14 @@ from machine_info import cpu_name, git_commit  # noqa: E402
 # the allocator's spill loop is out of the measurement.
 OFFLOAD = ["--hw=dgx-a100-80g", "--cpu-mem=64TB", "--nvme-mem=64TB",
            "--offload-optimizer=nvme", "--offload-params=nvme"]
-BUDGETS = {"a100-80g": OFFLOAD, "no-spill": OFFLOAD + ["--gpu-mem=64TB"]}
+# v100-fp16: issue 10's setting for the largest models on one GPU: a
+# DGX-2 V100 (32 GiB, 96 GiB of host memory per GPU), fp16 with Adam,
+# optimizer states and parameters on NVMe, 4 TB of it; tiling and
+# activation checkpointing are the compiler's (auto).
+V100_FP16 = ["--hw=dgx2-v100", "--nvme-mem=4TB", "--precision=fp16", "--optimizer=adam",
+             "--offload-optimizer=nvme", "--offload-params=nvme"]
+BUDGETS = {"a100-80g": OFFLOAD, "no-spill": OFFLOAD + ["--gpu-mem=64TB"],
+           "v100-fp16": V100_FP16}
 FLAGS = BUDGETS["a100-80g"]
 
 SCALING_LAYERS = [8, 16, 32, 64, 128, 256]
@@ -91,7 +98,10 @@ def models(quick=False):
             ("gpt", C("gpt-6.7b", 32, 4096, 32)),
             ("gpt", C("gpt-13b", 40, 5120, 40)),
             ("gpt", C("gpt-175b", 96, 12288, 96)),
-            ("gpt", C("gpt-1t", 128, 25600, 160))]
+            ("gpt", C("gpt-1t", 128, 25600, 160)),
+            # Two layers 65536 wide: one weight (64K x 256K, 32 GiB in
+            # fp16) is bigger than a V100; only tiling fits it.
+            ("gpt", C("wide-65536", 2, 65536, 64))]
     out += [("nodes", C("nodes-%dk" % (n // 1000), shape_gpt.layers_for_nodes(n), 64, 4,
                         seq=64, vocab=256)) for n in (10000, 100000)]
     return out
@@ -249,6 +259,20 @@ def last_error_line(stderr):
     return lines[-1] if lines else ""
 
 
+def report_summary(path):
+    """What the compile report says the compiler chose: the proven peak of
+    each tier, the tiled operators, the activation checkpointing, and the
+    bytes the plan moves per step on each link (a prediction)."""
+    with open(path) as f:
+        rep = json.load(f)
+    ac = dict(rep.get("activation_checkpointing", {}))
+    ac["checkpoints"] = len(ac.get("checkpoints", []))
+    return {"tiers": {t: v["peak"] for t, v in rep["per_rank"]["tiers"].items()},
+            "tiling": rep.get("tiling", []),
+            "activation_checkpointing": ac,
+            "predicted_transfer_bytes_per_step": rep.get("predicted_transfer_bytes_per_step", {})}
+
+
 def bench_one(compiler, flags, kind, cfg, work, timeout, time_passes, keep):
     model_dir = os.path.join(work, cfg.name)
     os.makedirs(model_dir, exist_ok=True)
@@ -257,7 +281,9 @@ def bench_one(compiler, flags, kind, cfg, work, timeout, time_passes, keep):
     t0 = time.perf_counter()
     shape_gpt.write_model(cfg, model)
     gen_seconds = time.perf_counter() - t0
-    argv = [compiler, model, "-o", plan] + flags + (["--time-passes"] if time_passes else [])
+    report = os.path.join(model_dir, "report.json")
+    argv = [compiler, model, "-o", plan, "--report=" + report] + flags + (
+        ["--time-passes"] if time_passes else [])
     state, wall, cpu, rss, code, stderr = run_compile(argv, timeout)
     row = {"name": cfg.name, "kind": kind, "config": cfg.as_dict(),
            "model_bytes": os.path.getsize(model), "generate_seconds": round(gen_seconds, 3),
@@ -271,6 +297,7 @@ def bench_one(compiler, flags, kind, cfg, work, timeout, time_passes, keep):
                 signal.Signals(-code).name, row["error"])
     if state == "ok":
         row["plan"] = plan_stats(plan)
+        row["report"] = report_summary(report)
         if "does not exist" not in stderr:
             row["warning"] = "zinc-compile did not warn about the missing weights"
     if time_passes:

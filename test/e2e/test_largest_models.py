@@ -1,0 +1,92 @@
+"""End-to-end: the largest models plan on one 32 GiB GPU, tiled and checkpointed.
+
+Shape-only GPT training graphs (bench/shape_gpt.py: external weights that do
+not exist, which the compiler never reads), compiled as issue 10 sets them:
+seq 2048, batch 1, fp16 with Adam, --hw=dgx2-v100 (32 GiB GPU, 96 GiB of host
+memory), one rank, optimizer states and parameters on NVMe, --nvme-mem=4TB:
+
+  gpt-175b     96 layers, d_model 12288: its activations kept for backward
+               are 155 GB; activation checkpointing keeps a residual per
+               segment and recomputes the rest in backward
+  wide-65536   2 layers, d_model 65536: its MLP weights are 32 GiB each in
+               fp16, the whole V100; the tile pass splits them
+
+Both must compile, with a proven GPU peak under 32 GiB and the host tier
+within its 96 GiB, and the report must show the tiles and the checkpoints.
+How long the compiles take is bench/compile_scale.py's to measure
+(--budget v100-fp16).
+
+Run: ZINC_BUILD_DIR=/path/to/build /usr/bin/python3 -m unittest discover -s test/e2e -p test_largest_models.py
+"""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from harness import run_tool, tools  # noqa: E402
+import compile_scale  # noqa: E402
+import shape_gpt  # noqa: E402
+
+GIB = 1 << 30
+
+
+class LargestModelsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.compile_bin, _ = tools()
+        cls.tmp = tempfile.TemporaryDirectory(prefix="zinc-largest-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def compile(self, cfg):
+        model = os.path.join(self.tmp.name, cfg.name + ".onnx")
+        shape_gpt.write_model(cfg, model)
+        plan = os.path.join(self.tmp.name, cfg.name + ".zplan")
+        report = os.path.join(self.tmp.name, cfg.name + ".json")
+        run_tool([self.compile_bin, model, "-o", plan, "--report=" + report] +
+                 compile_scale.V100_FP16)
+        with open(report) as f:
+            rep = json.load(f)
+        tiers = rep["per_rank"]["tiers"]
+        self.assertLess(tiers["gpu"]["peak"], 32 * GIB)
+        self.assertLessEqual(tiers["cpu"]["peak"], tiers["cpu"]["capacity"])
+        self.assertLessEqual(tiers["nvme"]["peak"], tiers["nvme"]["capacity"])
+        self.assertEqual(rep["config"]["precision"], "fp16")
+        return rep
+
+    def test_gpt_175b_checkpoints_and_recomputes(self):
+        rep = self.compile(shape_gpt.Config("gpt-175b", 96, 12288, 96))
+        self.assertGreater(rep["model"]["params"], 175e9)
+        ac = rep["activation_checkpointing"]
+        self.assertEqual(ac["mode"], "auto")
+        self.assertGreaterEqual(ac["recomputed_segments"], 96)
+        self.assertGreater(ac["recompute_flops"], 0)
+        self.assertGreater(ac["saved_bytes_before"], 100e9)
+        self.assertLess(ac["saved_bytes_after"], 32 * GIB)
+        self.assertEqual(len(ac["checkpoints"]), ac["recomputed_segments"])
+        moved = rep["predicted_transfer_bytes_per_step"]
+        self.assertGreater(moved["h2d"], 0)
+        self.assertGreater(moved["nvme_read"], 0)
+
+    def test_65536_wide_layers_are_tiled(self):
+        rep = self.compile(shape_gpt.Config("wide-65536", 2, 65536, 64))
+        tiled = {t["node"]: t["tiles"] for t in rep["tiling"]}
+        for layer in (0, 1):
+            for op in ("fc", "out"):
+                node = "/blocks.%d/%s/MatMul" % (layer, op)
+                self.assertIn(node, tiled, rep["tiling"])
+                # 32 GiB of weight, with its gradient and the next tile's
+                # prefetch, in half of a 32 GiB GPU: many tiles.
+                self.assertGreaterEqual(tiled[node], 4)
+
+
+if __name__ == "__main__":
+    unittest.main()
