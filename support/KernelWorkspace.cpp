@@ -103,8 +103,10 @@ static bool convRoles(llvm::StringRef op, Operands ins, Operands outs,
                       ConvRoles &r) {
   const KernelOperand *i0 = operand(ins, 0), *i1 = operand(ins, 1),
                       *o0 = operand(outs, 0);
-  if (op == "Conv")
+  if (op == "Conv" || op == "ConvChannels")
     r = {i0, o0, i1, Lowering::Forward, false};
+  else if (op == "ConvChannelsInto")
+    r = {i0, operand(ins, 3), i1, Lowering::Forward, false};
   else if (op == "ConvTranspose")
     r = {o0, i0, i1, Lowering::Transpose, true};
   else if (op == "ConvGradInput")

@@ -69,6 +69,81 @@ AttributeList productAttributes(const ir::Node &n, int64_t column) {
   return attrs;
 }
 
+/// What the tiles joined by a Concat are, and so how they can write the
+/// joined output themselves.
+enum class PieceKind { Product, Conv, Gather };
+
+/// Whether `p` (the Concat's input `part`) is a tile of `kind` along the
+/// Concat's `axis` that can write its share of `y` directly.
+bool isPiece(const ir::Node *p, const ir::Value *part, const ir::Value *y, int64_t axis,
+             PieceKind kind) {
+  int64_t rank = static_cast<int64_t>(y->shape.size());
+  if (!p || part->dtype != y->dtype || part->shape.size() != y->shape.size())
+    return false;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && part->shape[d] != y->shape[d])
+      return false;
+  switch (kind) {
+  case PieceKind::Product: {
+    if (axis != rank - 1 || !isRedirectable(p))
+      return false;
+    auto geometry = fusedMatMulGeometry(
+        p->inputs[0]->shape, p->inputs[1]->shape,
+        p->opType == "Gemm" ? productAttributes(*p, 0) : p->attrs);
+    if (!geometry) {
+      llvm::consumeError(geometry.takeError());
+      return false;
+    }
+    return geometry->out == part->shape;
+  }
+  case PieceKind::Conv:
+    return p->domain.empty() && p->opType == "Conv" && axis == 1 && rank >= 3 &&
+           p->attrs.getInt("group", 1) == 1 && p->inputs.size() >= 2 && p->inputs[0] &&
+           p->inputs[1] && isFloatDType(part->dtype) && p->outputs.size() == 1;
+  case PieceKind::Gather:
+    return p->domain.empty() && p->opType == "Gather" && axis == rank - 1 &&
+           p->attrs.getInt("axis", 0) == 0 && p->inputs.size() == 2 && p->inputs[0] &&
+           p->inputs[0]->shape.size() == 2 && p->inputs[1] && p->outputs.size() == 1;
+  }
+  return false;
+}
+
+/// The piece `p` writing its share of `y` from `offset` on: the first
+/// (`defines`) as the op that defines y, the others as its Into form.
+void redirect(ir::Graph &g, ir::Node *p, ir::Value *y, int64_t offset, bool defines,
+              PieceKind kind) {
+  ir::Value *a = p->inputs[0], *b = p->inputs[1];
+  ir::Value *third = p->inputs.size() > 2 ? p->inputs[2] : nullptr;
+  AttributeList attrs;
+  llvm::StringRef op;
+  llvm::SmallVector<ir::Value *, 4> inputs = {a, b};
+  switch (kind) {
+  case PieceKind::Product:
+    attrs = productAttributes(*p, offset);
+    op = defines ? "FusedMatMul" : "FusedMatMulInto";
+    if (third || !defines)
+      inputs.push_back(third);
+    break;
+  case PieceKind::Conv:
+    attrs = p->attrs;
+    attrs.set(makeIntAttr("outChannel", offset));
+    op = defines ? "ConvChannels" : "ConvChannelsInto";
+    if (third || !defines)
+      inputs.push_back(third);
+    break;
+  case PieceKind::Gather:
+    attrs.set(makeIntAttr("outColumn", offset));
+    op = defines ? "GatherColumns" : "GatherColumnsInto";
+    break;
+  }
+  if (defines)
+    g.insertNode(p, op, p->name, inputs, {y}, std::move(attrs), kZincDomain);
+  else {
+    inputs.push_back(y);
+    g.insertNode(p, op, p->name, inputs, {}, std::move(attrs), kZincDomain);
+  }
+}
+
 } // namespace
 
 llvm::Expected<bool> ConcatInPlace::run(ir::Graph &g, PassContext &) {
@@ -87,62 +162,38 @@ llvm::Expected<bool> ConcatInPlace::run(ir::Graph &g, PassContext &) {
     int64_t axis = concat->attrs.getInt("axis", 0);
     if (axis < 0)
       axis += rank;
-    if (rank == 0 || axis != rank - 1)
+    if (rank == 0 || axis < 0 || axis >= rank)
       continue;
-    bool ok = true;
-    llvm::SmallVector<ir::Node *, 8> pieces;
-    for (ir::Value *part : concat->inputs) {
-      ok = ok && part && part->uses().size() == 1 && !g.isOutput(part) &&
-           isRedirectable(part->def) && part->dtype == y->dtype &&
-           part->shape.size() == y->shape.size() &&
-           llvm::is_contained(pieces, part->def) == false;
+    for (PieceKind kind : {PieceKind::Product, PieceKind::Conv, PieceKind::Gather}) {
+      bool ok = true;
+      llvm::SmallVector<ir::Node *, 8> pieces;
+      for (ir::Value *part : concat->inputs) {
+        ok = part && part->uses().size() == 1 && !g.isOutput(part) &&
+             !llvm::is_contained(pieces, part->def) && isPiece(part->def, part, y, axis, kind);
+        if (!ok)
+          break;
+        pieces.push_back(part->def);
+      }
       if (!ok)
-        break;
-      // Same rows as Y: only the last axis differs.
-      for (int64_t d = 0; d + 1 < rank; ++d)
-        ok = ok && part->shape[d] == y->shape[d];
-      auto geometry = fusedMatMulGeometry(part->def->inputs[0]->shape,
-                                          part->def->inputs[1]->shape,
-                                          part->def->opType == "Gemm"
-                                              ? productAttributes(*part->def, 0)
-                                              : part->def->attrs);
-      if (!geometry) {
-        llvm::consumeError(geometry.takeError());
-        ok = false;
-      } else {
-        ok = ok && geometry->out == part->shape;
+        continue;
+      ir::Node *first =
+          *std::min_element(pieces.begin(), pieces.end(), [&](ir::Node *a, ir::Node *b) {
+            return position.lookup(a) < position.lookup(b);
+          });
+      // Y is the first piece's output now: the Concat goes first (erasing a
+      // node leaves its outputs undefined).
+      g.eraseNode(concat);
+      int64_t offset = 0;
+      for (ir::Node *p : pieces) {
+        int64_t width = p->outputs[0]->shape[axis];
+        redirect(g, p, y, offset, p == first, kind);
+        offset += width;
       }
-      pieces.push_back(part->def);
+      for (ir::Node *p : pieces)
+        g.eraseNode(p);
+      changed = true;
+      break;
     }
-    if (!ok)
-      continue;
-    ir::Node *first = *std::min_element(pieces.begin(), pieces.end(), [&](ir::Node *a, ir::Node *b) {
-      return position.lookup(a) < position.lookup(b);
-    });
-    // Y is the first piece's output now: the Concat goes first (erasing a
-    // node leaves its outputs undefined).
-    g.eraseNode(concat);
-    int64_t column = 0;
-    for (ir::Node *p : pieces) {
-      int64_t width = p->outputs[0]->shape.back();
-      ir::Value *a = p->inputs[0], *b = p->inputs[1];
-      ir::Value *bias = p->inputs.size() > 2 ? p->inputs[2] : nullptr;
-      AttributeList attrs = productAttributes(*p, column);
-      if (p == first) {
-        llvm::SmallVector<ir::Value *, 3> inputs = {a, b};
-        if (bias)
-          inputs.push_back(bias);
-        g.insertNode(p, "FusedMatMul", p->name, inputs, {y}, std::move(attrs),
-                     kZincDomain);
-      } else {
-        g.insertNode(p, "FusedMatMulInto", p->name, {a, b, bias, y}, {},
-                     std::move(attrs), kZincDomain);
-      }
-      column += width;
-    }
-    for (ir::Node *p : pieces)
-      g.eraseNode(p);
-    changed = true;
   }
   if (changed)
     g.eraseDeadValues();

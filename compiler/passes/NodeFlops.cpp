@@ -33,13 +33,23 @@ uint64_t estimateFlops(const ir::Node &n) {
   // Conv and its gradients: each output element (of the forward) sums
   // input channels per group x kernel taps; the weight has exactly those
   // per output channel.
-  bool conv = (n.domain.empty() && n.opType == "Conv") ||
-              (n.domain == "zinc" && llvm::StringRef(n.opType).startswith("ConvGrad"));
+  llvm::StringRef op(n.opType);
+  bool conv = (n.domain.empty() && op == "Conv") ||
+              (n.domain == "zinc" && (op.startswith("ConvGrad") || op.startswith("ConvChannels")));
   if (conv && n.inputs.size() >= 2 && n.inputs[1] && n.inputs[1]->shape.size() >= 2) {
     const ir::Value *w = n.inputs[1];
     uint64_t perOutput = w->numElements() / std::max<int64_t>(1, w->shape[0]);
-    uint64_t outputs = n.opType == "Conv" ? outputElements(n)
-                                          : static_cast<uint64_t>(n.inputs[0]->numElements());
+    uint64_t outputs = static_cast<uint64_t>(n.inputs[0]->numElements());
+    if (op == "Conv") {
+      outputs = outputElements(n);
+    } else if (op.startswith("ConvChannels")) {
+      // A tile's channels of the output it writes.
+      const ir::Value *y = op == "ConvChannels" ? n.outputs[0]
+                           : n.inputs.size() > 3 ? n.inputs[3] : nullptr;
+      outputs = y && y->shape.size() > 1 && y->shape[1]
+                    ? y->numElements() / y->shape[1] * w->shape[0]
+                    : 0;
+    }
     return 2ull * outputs * perOutput;
   }
   return outputElements(n);

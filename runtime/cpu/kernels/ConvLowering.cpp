@@ -170,14 +170,15 @@ int64_t convColumnElements(const ConvShape &cs, ConvLowering lowering) {
   return rows * linesPerTile(g, rows) * g.output.back();
 }
 
-/// Sets every plane of y [N, M, spatial] to its channel's bias (or zero).
+/// Sets every plane of y [N, M, spatial] to its channel's bias (or zero);
+/// batch item n starts at y + n * batchStride.
 template <typename C>
 static void fillBias(C *y, const C *bias, int64_t batch, int64_t channels,
-                     int64_t plane) {
+                     int64_t plane, int64_t batchStride) {
   bool big = batch * channels * plane > kParallelWork;
   parallelFor(batch * channels, big, [&](int64_t i) {
-    std::fill(y + i * plane, y + (i + 1) * plane,
-              bias ? bias[i % channels] : C(0));
+    C *p = y + (i / channels) * batchStride + (i % channels) * plane;
+    std::fill(p, p + plane, bias ? bias[i % channels] : C(0));
   });
 }
 
@@ -228,8 +229,9 @@ void convForward(const ConvShape &cs, const C *x, const C *w, const C *bias,
   int64_t inPlane = g.inputSize(), outPlane = g.outputSize();
   int64_t rows = cg * g.kernelSize();
   int64_t inChannels = cg * cs.group, outChannels = mg * cs.group;
+  int64_t yBatch = cs.outBatchStride ? cs.outBatchStride : outChannels * outPlane;
   // Bias first, GEMMs accumulate onto it (beta = 1).
-  fillBias(y, bias, cs.batch, outChannels, outPlane);
+  fillBias(y, bias, cs.batch, outChannels, outPlane, yBatch);
   if (rows == 0 || outPlane == 0 || mg == 0)
     return;
   bool pointwise = isPointwise(g);
@@ -243,7 +245,7 @@ void convForward(const ConvShape &cs, const C *x, const C *w, const C *bias,
     for (int64_t grp = 0; grp < cs.group; ++grp) {
       const C *xg = x + (n * inChannels + grp * cg) * inPlane;
       const C *wg = w + grp * mg * rows;
-      C *yg = y + (n * outChannels + grp * mg) * outPlane;
+      C *yg = y + n * yBatch + grp * mg * outPlane;
       if (pointwise) {
         gemm(false, mg, outPlane, cg, wg, cg, xg, inPlane, C(1), yg, outPlane);
         continue;
@@ -265,7 +267,7 @@ void convTransposeForward(const ConvShape &cs, const C *x, const C *w,
   int64_t xPlane = g.outputSize(), yPlane = g.inputSize();
   int64_t rows = mg * g.kernelSize();
   int64_t inChannels = cg * cs.group, outChannels = mg * cs.group;
-  fillBias(y, bias, cs.batch, outChannels, yPlane);
+  fillBias(y, bias, cs.batch, outChannels, yPlane, outChannels * yPlane);
   if (rows == 0 || xPlane == 0 || cg == 0)
     return;
   bool pointwise = isPointwise(g);

@@ -29,6 +29,10 @@ struct ConvShape {
   int64_t imagePerGroup = 0, positionPerGroup = 0;
   /// input = the image's spatial shape, output = the positions'.
   WindowGeometry geom;
+  /// Elements between batch items of Conv's output; 0: its own channels
+  /// times its plane (a whole output). A tile writing its channels of a
+  /// wider output (zinc.ConvChannels) sets the wider one's.
+  int64_t outBatchStride = 0;
 };
 
 /// The three lowerings.

@@ -341,6 +341,46 @@ Error runGather(const KernelCall &call) {
   return Error::success();
 }
 
+/// zinc.GatherColumns(data[V, d], ids) -> Y and zinc.GatherColumnsInto(data,
+/// ids, Y): a tile of an embedding lookup split by columns (the tile pass),
+/// writing its columns [outColumn, outColumn + d) of each of Y's rows in
+/// place (concat-in-place).
+static Error runGatherColumnsOf(const KernelCall &call, bool into) {
+  const TensorRef *data = call.input(0), *indices = call.input(1);
+  TensorRef *out = into ? call.updated(2) : call.output(0);
+  if (!data || !indices || !out || data->rank() != 2 || out->rank() < 1)
+    return kernelError(call.opType + ": expects data [V, d], indices and an output");
+  int64_t dim = data->shape[0], width = data->shape[1];
+  int64_t total = out->shape.back(), column = call.attrs.getInt("outColumn", 0);
+  int64_t count = indices->numElements();
+  if (out->dtype != data->dtype || column < 0 || column + width > total ||
+      out->numElements() != count * total)
+    return kernelError(call.opType + ": output " + dtypeName(out->dtype) +
+                       formatShape(out->shape) + " cannot take columns [" + Twine(column) +
+                       ", " + Twine(column + width) + ") of " + Twine(count) + " rows");
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v = loadIndex(*indices, i);
+    if (v < -dim || v >= dim)
+      return kernelError(call.opType + ": index " + Twine(v) + " at position " + Twine(i) +
+                         " is out of range for " + Twine(dim) + " rows");
+  }
+  size_t rowBytes = width * dtypeSize(data->dtype);
+  const char *src = data->as<const char>();
+  char *dst = out->as<char>() + column * dtypeSize(data->dtype);
+  size_t dstRow = total * dtypeSize(data->dtype);
+  parallelRanges(count, count * rowBytes * 2, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      int64_t v = loadIndex(*indices, j);
+      std::memcpy(dst + j * dstRow, src + (v < 0 ? v + dim : v) * rowBytes, rowBytes);
+    }
+  });
+  return Error::success();
+}
+
+Error runGatherColumns(const KernelCall &call) { return runGatherColumnsOf(call, false); }
+
+Error runGatherColumnsInto(const KernelCall &call) { return runGatherColumnsOf(call, true); }
+
 /// Concat and Split: moves `parts` (each a [outer, partRow] block) to or from
 /// the interleaved [outer, sum(partRow)] tensor. A null part is skipped but
 /// still takes its place.
