@@ -365,6 +365,8 @@ static Error compile() {
     config.tiling = ctx.memory.tiled;
     config.checkpointing = ctx.memory.checkpointing;
     config.checkpointMode = activationCheckpointing;
+    config.optimizerTier = ctx.memory.optimizerTier;
+    config.paramsTier = ctx.memory.paramsTier;
     report = formatv("{0:2}", zinc::buildCompileReport(**graph, *plan, config, *hw)).str() + "\n";
   }
   // Nothing is written for a plan the verifier refuses.

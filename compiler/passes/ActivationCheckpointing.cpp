@@ -293,16 +293,23 @@ llvm::Expected<bool> ActivationCheckpointing::run(ir::Graph &g, PassContext &ctx
   // Which segments to recompute.
   std::vector<size_t> chosen;
   uint64_t budget = memory.gpuCapacity / 2;
+  summary.budgetBytes = budget;
   // The last segment's saved values are read as soon as backward starts:
   // recomputing them frees nothing.
   auto worthIt = [&](const Segment &s) { return s.end && !s.saved.empty(); };
   if (memory.checkpointMode == CheckpointMode::None) {
+    summary.reason = "--activation-checkpointing=none";
     return false;
   } else if (memory.checkpointMode == CheckpointMode::EveryLayer) {
+    summary.reason = "--activation-checkpointing=every-layer";
     for (size_t i = 0; i < segs.size(); ++i)
       if (worthIt(segs[i]))
         chosen.push_back(i);
-  } else if (memory.gpuCapacity && summary.savedBytesBefore > budget) {
+  } else if (!memory.gpuCapacity || summary.savedBytesBefore <= budget) {
+    summary.reason = "the activations kept for backward fit half the GPU tier";
+  } else {
+    summary.reason = "the activations kept for backward exceed half the GPU tier; the "
+                     "segments recomputed free the most bytes per FLOP";
     std::vector<size_t> order;
     for (size_t i = 0; i < segs.size(); ++i)
       if (worthIt(segs[i]))

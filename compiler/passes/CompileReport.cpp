@@ -57,13 +57,21 @@ static llvm::json::Object checkpointingReport(const CompileConfig &config) {
                             {"checkpoints", std::move(names)},
                             {"checkpoint_bytes", c.checkpointBytes},
                             {"recomputed_nodes", c.recomputedNodes},
-                            {"recompute_flops", c.recomputeFlops}};
+                            {"recompute_flops", c.recomputeFlops},
+                            {"budget_bytes", c.budgetBytes},
+                            {"reason", c.reason}};
 }
 
 static llvm::json::Array tilingList(llvm::ArrayRef<TiledNode> tiled) {
   llvm::json::Array list;
   for (const TiledNode &t : tiled)
-    list.push_back(llvm::json::Object{{"node", t.node}, {"op", t.op}, {"tiles", t.tiles}});
+    list.push_back(llvm::json::Object{{"node", t.node},
+                                      {"op", t.op},
+                                      {"tiles", t.tiles},
+                                      {"working_set_bytes", t.wholeWorkingSet},
+                                      {"tile_working_set_bytes", t.tileWorkingSet},
+                                      {"budget_bytes", t.budget},
+                                      {"reason", t.reason}});
   return list;
 }
 
@@ -154,6 +162,8 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
            {"tiers", llvm::json::Object{{"gpu", tier(hw.gpuMem, peaks[plan::TIER_GPU], ir::Tier::Gpu)},
                                         {"cpu", tier(hw.cpuMem, peaks[plan::TIER_CPU], ir::Tier::Cpu)},
                                         {"nvme", tier(hw.nvmeMem, peaks[plan::TIER_NVME], ir::Tier::Nvme)}}}}},
+      {"placement", llvm::json::Object{{"optimizer_states", ir::tierName(config.optimizerTier)},
+                                       {"parameters", ir::tierName(config.paramsTier)}}},
       {"tiling", tilingList(config.tiling)},
       {"activation_checkpointing", checkpointingReport(config)},
       {"predicted_transfer_bytes_per_step", transfersPerStep(g)}};

@@ -220,14 +220,20 @@ unsigned tileCopiesLive(const PassContext &ctx) {
 /// the vector units and BLAS.
 constexpr uint64_t kColumnQuantum = 16;
 
+/// Bytes a tile of `columns` output columns keeps on the GPU (its weight,
+/// the next one's prefetch, its gradient, the operator's activations).
+uint64_t tileWorkingSet(const PassContext &ctx, const Candidate &c, uint64_t columns) {
+  uint64_t bytesPerColumn = (c.weight->numElements() / c.outDim + (c.bias ? 1 : 0)) *
+                            computeElementBytes(ctx, *c.weight) * tileCopiesLive(ctx);
+  return columns * bytesPerColumn + activationBytes(ctx, c);
+}
+
 /// The tile width (columns per tile) --tile=auto gives `c`: its whole
 /// output extent when it fits whole; 0 when not even one column does.
 uint64_t autoTileWidth(const PassContext &ctx, const Candidate &c, uint64_t &tileNeed) {
   uint64_t capacity = ctx.memory.gpuCapacity;
-  uint64_t bytesPerColumn =
-      (c.weight->numElements() / c.outDim + (c.bias ? 1 : 0)) *
-      computeElementBytes(ctx, *c.weight) * tileCopiesLive(ctx);
   uint64_t acts = activationBytes(ctx, c);
+  uint64_t bytesPerColumn = tileWorkingSet(ctx, c, 1) - acts;
   tileNeed = bytesPerColumn + acts;
   uint64_t whole = static_cast<uint64_t>(c.outDim);
   if (!capacity)
@@ -371,10 +377,20 @@ llvm::Expected<bool> Tile::run(ir::Graph &g, PassContext &ctx) {
     widths.push_back(static_cast<int64_t>(width));
   }
   for (size_t i = 0; i < chosen.size(); ++i) {
-    memory.tiled.push_back(
-        {chosen[i].node->name, chosen[i].node->opType,
-         static_cast<unsigned>(llvm::divideCeil(chosen[i].outDim, widths[i]))});
-    split(g, chosen[i], widths[i]);
+    const Candidate &c = chosen[i];
+    TiledNode t;
+    t.node = c.node->name;
+    t.op = c.node->opType;
+    t.tiles = static_cast<unsigned>(llvm::divideCeil(c.outDim, widths[i]));
+    t.wholeWorkingSet = tileWorkingSet(ctx, c, c.outDim);
+    t.tileWorkingSet = tileWorkingSet(ctx, c, widths[i]);
+    t.budget = memory.gpuCapacity / 2;
+    t.reason = memory.tileMode == TileMode::Fixed
+                   ? "--tile=" + std::to_string(memory.tileCount)
+                   : "its working set whole exceeds half the GPU tier; tiles " +
+                         std::to_string(widths[i]) + " wide fit it";
+    memory.tiled.push_back(std::move(t));
+    split(g, c, widths[i]);
   }
   if (!chosen.empty()) {
     g.eraseDeadValues();

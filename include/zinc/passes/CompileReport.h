@@ -21,6 +21,9 @@ struct CompileConfig {
   /// --activation-checkpointing and what the checkpoint pass chose.
   std::string checkpointMode = "auto";
   CheckpointSummary checkpointing;
+  /// Homes the place pass chose.
+  ir::Tier optimizerTier = ir::Tier::Gpu;
+  ir::Tier paramsTier = ir::Tier::Gpu;
 };
 
 /// Model size, configuration, per-rank model-state bytes and each tier's

@@ -24,6 +24,12 @@ struct TiledNode {
   std::string node;
   std::string op;
   unsigned tiles = 0;
+  /// Why: the working set whole and per tile (the tile pass's estimate),
+  /// and the budget it had to fit.
+  uint64_t wholeWorkingSet = 0;
+  uint64_t tileWorkingSet = 0;
+  uint64_t budget = 0;
+  std::string reason;
 };
 
 /// --activation-checkpointing: recompute forward segments in backward when
@@ -45,6 +51,9 @@ struct CheckpointSummary {
   /// Forward nodes run again in backward, and their FLOPs per step.
   uint64_t recomputedNodes = 0;
   uint64_t recomputeFlops = 0;
+  /// What the kept activations had to fit, and why the pass chose as it did.
+  uint64_t budgetBytes = 0;
+  std::string reason;
 };
 
 struct MemoryOptions {
