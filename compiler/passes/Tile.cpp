@@ -244,10 +244,18 @@ uint64_t autoTileWidth(const PassContext &ctx, const Candidate &c, uint64_t &til
   // Whole, it leaves half the GPU to the rest: left alone.
   if (columnsWithin(capacity / 2) >= whole)
     return whole;
-  for (uint64_t budget : {capacity / 2, capacity})
-    if (uint64_t columns = columnsWithin(budget))
-      return columns >= kColumnQuantum ? columns / kColumnQuantum * kColumnQuantum
-                                       : columns;
+  for (uint64_t budget : {capacity / 2, capacity}) {
+    uint64_t columns = columnsWithin(budget);
+    if (!columns)
+      continue;
+    if (columns >= kColumnQuantum)
+      columns = columns / kColumnQuantum * kColumnQuantum;
+    // As many tiles as the widest that fit need, made as even as the
+    // quantum lets them (never wider than what fits).
+    uint64_t tiles = llvm::divideCeil(whole, columns);
+    uint64_t even = llvm::divideCeil(whole, tiles);
+    return columns >= kColumnQuantum ? llvm::alignTo(even, kColumnQuantum) : even;
+  }
   return 0;
 }
 
