@@ -4,6 +4,7 @@
 #   make bench builds, then compares training steps/s with PyTorch (bench/README.md)
 #   make bench-adam builds, then compares CPU AdamW params/s with PyTorch and a triad
 #   make bench-compile builds, then times zinc-compile on shape-only GPTs up to 1T
+#   make fuzz builds the libFuzzer targets with clang and runs each for 60 s
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD)/.deps-installed
@@ -57,6 +58,19 @@ test-sanitize: deps
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E 'conformance|transformers|bench'
+
+# libFuzzer targets (fuzz/) over the ONNX frontend (binary and text), the
+# plan loader and the safetensors reader, built with clang in their own
+# directory: each replays its regression inputs (fuzz/regressions/), then
+# fuzzes FUZZ_SECONDS from its seed corpus (fuzz/corpus/). CI runs it.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz: deps
+	cmake -S fuzz -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target zinc-fuzz-targets
+	bash scripts/run-fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # Training steps/s of the bundled example, zinc vs PyTorch; JSON in bench/results/.
 bench: build

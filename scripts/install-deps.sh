@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev                       # cpu GEMMs
   libgtest-dev libgmock-dev             # unit tests
   libaio-dev                            # NVMe tier
+  clang-14 libclang-rt-14-dev           # libFuzzer targets (make fuzz)
   fio                                   # NVMe tier benchmark baseline (make bench-nvme)
   libopenmpi-dev openmpi-bin            # multi-rank cpu collectives
   python3-torch python3-onnx python3-numpy  # end-to-end references (test side)

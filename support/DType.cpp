@@ -1,5 +1,8 @@
 //===- DType.cpp - Element type names, sizes and ONNX codes ---------------===//
 #include "zinc/support/DType.h"
+#include "llvm/ADT/STLExtras.h"
+#include <algorithm>
+#include <cstdint>
 #include "llvm/ADT/StringSwitch.h"
 
 namespace zinc {
@@ -82,10 +85,25 @@ bool isSignedDType(DType t) {
 }
 
 int64_t numElements(llvm::ArrayRef<int64_t> shape) {
+  if (llvm::is_contained(shape, 0))
+    return 0;
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return INT64_MAX;
   return n;
+}
+
+bool fitsTensorBytes(llvm::ArrayRef<int64_t> shape, uint64_t elementBytes) {
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return false;
+  if (llvm::is_contained(shape, 0))
+    return true;
+  uint64_t bytes = std::max<uint64_t>(elementBytes, 1);
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+      return false;
+  return bytes <= kMaxTensorBytes;
 }
 
 std::string formatShape(llvm::ArrayRef<int64_t> shape) {

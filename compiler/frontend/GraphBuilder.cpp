@@ -42,6 +42,10 @@ GraphBuilder::addValue(const std::string &name, int elemType,
   if (!dtype)
     return makeError("value '" + name + "' has unsupported element type " +
                      elementTypeName(elemType));
+  if (!fitsTensorBytes(shape, dtypeSize(*dtype)))
+    return makeError("value '" + name + "' of shape " + formatShape(shape) +
+                     " is larger than zinc plans for (" + std::to_string(kMaxTensorBytes) +
+                     " bytes)");
   return graph->addValue(name, *dtype, shape, role);
 }
 

@@ -165,6 +165,11 @@ collectInitializers(const onnx::GraphProto &graph, llvm::StringRef modelDir,
                          "' has a negative dimension " + std::to_string(d));
       info.shape.push_back(d);
     }
+    if (llvm::Optional<DType> dtype = dtypeFromOnnx(info.elemType))
+      if (!fitsTensorBytes(info.shape, dtypeSize(*dtype)))
+        return makeError("initializer '" + t.name() + "' of shape " +
+                         formatShape(info.shape) + " is larger than zinc plans for (" +
+                         std::to_string(kMaxTensorBytes) + " bytes)");
     if (isExternal(t)) {
       if (llvm::Error err = resolveExternal(t, info, modelDir, files))
         return err;

@@ -72,8 +72,18 @@ constexpr DTypeSet All = Numeric | DTypeSet::of(DType::Bool);
 constexpr DTypeSet Bool = DTypeSet::of(DType::Bool);
 } // namespace dtypes
 
-/// Number of elements of a shape (1 for a scalar).
+/// Number of elements of a shape (1 for a scalar); INT64_MAX when the
+/// product does not fit (shapes the frontend accepts always fit: see
+/// kMaxTensorBytes).
 int64_t numElements(llvm::ArrayRef<int64_t> shape);
+
+/// The largest tensor zinc plans for: 2^60 bytes (an exabyte), so that byte
+/// counts, offsets and their sums stay far inside 64 bits.
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 60;
+
+/// Whether a tensor of `shape` (no negative dimension) and elements of
+/// `elementBytes` bytes stays within kMaxTensorBytes.
+bool fitsTensorBytes(llvm::ArrayRef<int64_t> shape, uint64_t elementBytes);
 /// "[2,3,4]"
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
