@@ -313,8 +313,29 @@ static Error compile() {
   if (!graph)
     return graph.takeError();
   importing.reset();
-  if (auto err = pm.run(**graph))
-    return zinc::addContext(std::move(err), modelPath);
+  // When the GPU still overflows with the tile and checkpoint passes aiming
+  // at their share of it, they aim lower and everything runs again (the
+  // feedback from allocate to the earlier passes).
+  bool adaptive = ctx.memory.tileMode == zinc::TileMode::Auto ||
+                  ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
+  zinc::MemoryOptions asGiven = ctx.memory;
+  std::unique_ptr<zinc::ir::Graph> imported = adaptive ? (*graph)->clone() : nullptr;
+  while (true) {
+    Error err = pm.run(**graph);
+    if (!err)
+      break;
+    unsigned divisor = ctx.memory.budgetDivisor;
+    if (!adaptive || !ctx.memory.gpuOverflowed ||
+        divisor * 2 > zinc::MemoryOptions::kMaxBudgetDivisor)
+      return zinc::addContext(std::move(err), modelPath);
+    consumeError(std::move(err));
+    ctx.note("the GPU tier overflowed with tiles and checkpoints aimed at 1/" + Twine(divisor) +
+             " of it; compiling again aiming at 1/" + Twine(divisor * 2));
+    ctx.memory = asGiven;
+    ctx.memory.budgetDivisor = divisor * 2;
+    ctx.layout.reset();
+    *graph = imported->clone();
+  }
 
   // Inference needs no loss, but reports the one there is.
   auto loss = zinc::findLossOutput(**graph, lossName);

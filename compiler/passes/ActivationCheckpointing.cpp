@@ -20,7 +20,8 @@
 // Choice. --activation-checkpointing=every-layer recomputes every segment.
 // auto (the default) does nothing while the saved activations fit in half
 // the GPU tier (the other half being for weights, their prefetches and
-// backward's own values); otherwise it recomputes segments, those that
+// backward's own values; less when zinc-compile retries after the GPU
+// overflowed); otherwise it recomputes segments, those that
 // free the most bytes per FLOP first, until what is kept fits that half or
 // every segment is recomputed. What is still kept and does not fit (the
 // checkpoints themselves) the spill pass moves to the CPU between their
@@ -292,7 +293,8 @@ llvm::Expected<bool> ActivationCheckpointing::run(ir::Graph &g, PassContext &ctx
 
   // Which segments to recompute.
   std::vector<size_t> chosen;
-  uint64_t budget = memory.gpuCapacity / 2;
+  uint64_t budget = memory.gpuCapacity / memory.budgetDivisor;
+  std::string share = "their share of the GPU tier (1/" + std::to_string(memory.budgetDivisor) + ")";
   summary.budgetBytes = budget;
   // The last segment's saved values are read as soon as backward starts:
   // recomputing them frees nothing.
@@ -306,10 +308,10 @@ llvm::Expected<bool> ActivationCheckpointing::run(ir::Graph &g, PassContext &ctx
       if (worthIt(segs[i]))
         chosen.push_back(i);
   } else if (!memory.gpuCapacity || summary.savedBytesBefore <= budget) {
-    summary.reason = "the activations kept for backward fit half the GPU tier";
+    summary.reason = "the activations kept for backward fit " + share;
   } else {
-    summary.reason = "the activations kept for backward exceed half the GPU tier; the "
-                     "segments recomputed free the most bytes per FLOP";
+    summary.reason = "the activations kept for backward exceed " + share +
+                     "; the segments recomputed free the most bytes per FLOP";
     std::vector<size_t> order;
     for (size_t i = 0; i < segs.size(); ++i)
       if (worthIt(segs[i]))

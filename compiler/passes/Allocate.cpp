@@ -79,8 +79,10 @@ llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
     ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
   const TierLayout &layout = *ctx.layout;
   if (auto err = checkTier(g, layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem",
-                           mem.gpuCapacityThatFits, mem.untileable))
+                           mem.gpuCapacityThatFits, mem.untileable)) {
+    ctx.memory.gpuOverflowed = true;
     return err;
+  }
   if (auto err = checkTier(g, layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))
     return err;
   if (auto err = checkTier(g, layout, ir::Tier::Nvme, mem.nvmeCapacity, "nvme-mem"))

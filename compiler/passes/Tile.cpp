@@ -25,10 +25,11 @@
 //
 // K: --tile=auto tiles an operator whose working set (its weight, the
 // next weight's prefetch, its weight gradient, and its activations with
-// their gradients) takes more than half the GPU, the other half being for
-// what else is live, into the smallest K whose working set with one tile's
-// weight fits that half (the whole GPU when half cannot hold even one
-// column). --tile=N gives N tiles to every tileable operator (a weight
+// their gradients) takes more than its share of the GPU (half, the other
+// half being for what else is live; less when zinc-compile retries after
+// the GPU overflowed: MemoryOptions::budgetDivisor), into the smallest K
+// whose working set with one tile's weight fits that share (the whole GPU
+// when the share cannot hold even one column). --tile=N gives N tiles to every tileable operator (a weight
 // of its own) with at least N outputs along the tiled axis; --tile=none
 // tiles nothing.
 //
@@ -241,10 +242,11 @@ uint64_t autoTileWidth(const PassContext &ctx, const Candidate &c, uint64_t &til
   auto columnsWithin = [&](uint64_t budget) -> uint64_t {
     return budget > acts ? (budget - acts) / bytesPerColumn : 0;
   };
-  // Whole, it leaves half the GPU to the rest: left alone.
-  if (columnsWithin(capacity / 2) >= whole)
+  uint64_t share = capacity / ctx.memory.budgetDivisor;
+  // Whole, it leaves the rest of the GPU to the rest: left alone.
+  if (columnsWithin(share) >= whole)
     return whole;
-  for (uint64_t budget : {capacity / 2, capacity}) {
+  for (uint64_t budget : {share, capacity}) {
     uint64_t columns = columnsWithin(budget);
     if (!columns)
       continue;
@@ -392,10 +394,11 @@ llvm::Expected<bool> Tile::run(ir::Graph &g, PassContext &ctx) {
     t.tiles = static_cast<unsigned>(llvm::divideCeil(c.outDim, widths[i]));
     t.wholeWorkingSet = tileWorkingSet(ctx, c, c.outDim);
     t.tileWorkingSet = tileWorkingSet(ctx, c, widths[i]);
-    t.budget = memory.gpuCapacity / 2;
+    t.budget = memory.gpuCapacity / memory.budgetDivisor;
     t.reason = memory.tileMode == TileMode::Fixed
                    ? "--tile=" + std::to_string(memory.tileCount)
-                   : "its working set whole exceeds half the GPU tier; tiles " +
+                   : "its working set whole exceeds its share of the GPU tier (1/" +
+                         std::to_string(memory.budgetDivisor) + "); tiles " +
                          std::to_string(widths[i]) + " wide fit it";
     memory.tiled.push_back(std::move(t));
     split(g, c, widths[i]);

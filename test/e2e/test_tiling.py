@@ -86,21 +86,24 @@ class TilingTest(unittest.TestCase):
             loss.backward()
             opt.step()
             cls.torch_losses.append(float(loss))
-        cls.untiled = cls.train("untiled", ["--tile=none"])
-        cls.tiled = cls.train("tiled", ["--gpu-mem=%d" % CAPACITY])
+        cls.untiled = cls.train_plan("untiled", ["--tile=none"])
+        cls.tiled = cls.train_plan("tiled", ["--gpu-mem=%d" % CAPACITY])
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
+    def train(self, name, flags):
+        return self.train_plan(name, flags)
+
     @classmethod
-    def train(cls, name, flags):
+    def train_plan(cls, name, flags):
         d = os.path.join(cls.tmp.name, name)
         os.makedirs(d)
         plan, report = os.path.join(d, "plan.zplan"), os.path.join(d, "report.json")
         metrics, weights = os.path.join(d, "metrics.jsonl"), os.path.join(d, "w.safetensors")
-        run_tool([cls.compile_bin, cls.model_path, "-o", plan, "--report=" + report,
-                  "--dim", "batch=%d" % BATCH, "--dim", "seq=%d" % SEQ] + flags)
+        compiled = run_tool([cls.compile_bin, cls.model_path, "-o", plan, "--report=" + report,
+                             "--dim", "batch=%d" % BATCH, "--dim", "seq=%d" % SEQ] + flags)
         run_tool([cls.run_bin, plan, "--backend=cpu", "--steps=%d" % STEPS,
                   "--data=" + cls.data_path, "--metrics=" + metrics,
                   "--save-weights=" + weights])
@@ -111,7 +114,7 @@ class TilingTest(unittest.TestCase):
         with open(metrics) as f:
             lines = [json.loads(line) for line in f]
         return {"report": rep, "metrics": lines, "dump": dump,
-                "weights": safetensors_io.load_file(weights)}
+                "weights": safetensors_io.load_file(weights), "note": compiled.stderr.decode()}
 
     def test_both_big_operators_are_tiled(self):
         tiling = {t["node"]: t for t in self.tiled["report"]["tiling"]}
@@ -145,6 +148,23 @@ class TilingTest(unittest.TestCase):
             np.testing.assert_allclose(np.asarray(got[name]), w, rtol=0,
                                        atol=1e-5 * max(1.0, float(np.abs(w).max())),
                                        err_msg=name)
+
+    def test_allocate_feeds_back_more_tiles(self):
+        """At 4.25 MiB the first choice of tiles (aimed at half the GPU)
+        overflows; zinc-compile aims lower (a quarter, an eighth) until the
+        plan fits, and that plan trains the same."""
+        capacity = 4352 * 1024
+        run = self.train("feedback", ["--gpu-mem=%d" % capacity])
+        self.assertIn("compiling again aiming at 1/4", run["note"])
+        tiling = {t["node"]: t for t in run["report"]["tiling"]}
+        first = {t["node"]: t for t in self.tiled["report"]["tiling"]}
+        self.assertGreater(tiling["/proj/MatMul"]["tiles"], first["/proj/MatMul"]["tiles"])
+        self.assertNotEqual(tiling["/proj/MatMul"]["reason"].find("(1/"), -1)
+        for a, b in zip([m["loss"] for m in run["metrics"]],
+                        [m["loss"] for m in self.untiled["metrics"]]):
+            self.assertLessEqual(abs(a - b), 1e-6 * abs(b))
+        for m in run["metrics"]:
+            self.assertLessEqual(m["peak_bytes"]["gpu"], capacity)
 
     def test_measured_gpu_peak_within_the_capacity(self):
         proven = self.tiled["report"]["per_rank"]["tiers"]["gpu"]["peak"]

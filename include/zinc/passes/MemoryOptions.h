@@ -57,6 +57,15 @@ struct CheckpointSummary {
 };
 
 struct MemoryOptions {
+  /// The tile and checkpoint passes aim for their operator's or the kept
+  /// activations' share of the GPU tier: capacity / budgetDivisor, the rest
+  /// being for what else is live. When allocate still overflows the GPU,
+  /// zinc-compile compiles again with twice the divisor (more tiles, more
+  /// recompute), up to kMaxBudgetDivisor.
+  unsigned budgetDivisor = 2;
+  static constexpr unsigned kMaxBudgetDivisor = 16;
+  /// Set by allocate when the GPU tier overflows.
+  bool gpuOverflowed = false;
   CheckpointMode checkpointMode = CheckpointMode::Auto;
   /// Set by the checkpoint pass.
   CheckpointSummary checkpointing;
