@@ -20,16 +20,39 @@ namespace zinc::rt {
 
 namespace {
 
-/// The first element of `t` that is not finite, and its value.
+/// The part of a tensor a kernel wrote: along `axis`, [begin, begin +
+/// extent) of every slice (the whole tensor by default).
+struct Written {
+  int64_t axis = 0, begin = 0, extent = -1;
+};
+
+/// The first element of `t`'s written part that is not finite, and its
+/// value.
 llvm::Optional<std::pair<int64_t, double>>
-firstNonFinite(const cpu::TensorRef &t) {
+firstNonFinite(const cpu::TensorRef &t, const Written &w = {}) {
   int64_t n = t.numElements();
+  int64_t outer = 1, dim = 1, inner = 1;
+  if (w.extent >= 0 && w.axis < t.rank()) {
+    for (int64_t d = 0; d < t.rank(); ++d)
+      (d < w.axis ? outer : d == w.axis ? dim : inner) *= t.shape[d];
+  }
   auto scan = [&](auto load) -> llvm::Optional<std::pair<int64_t, double>> {
-    for (int64_t i = 0; i < n; ++i) {
-      double v = load(i);
-      if (!std::isfinite(v))
-        return std::make_pair(i, v);
+    if (w.extent < 0) {
+      for (int64_t i = 0; i < n; ++i) {
+        double v = load(i);
+        if (!std::isfinite(v))
+          return std::make_pair(i, v);
+      }
+      return llvm::None;
     }
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t a = w.begin; a < w.begin + w.extent && a < dim; ++a)
+        for (int64_t k = 0; k < inner; ++k) {
+          int64_t i = (o * dim + a) * inner + k;
+          double v = load(i);
+          if (!std::isfinite(v))
+            return std::make_pair(i, v);
+        }
     return llvm::None;
   };
   switch (t.dtype) {
@@ -46,6 +69,47 @@ firstNonFinite(const cpu::TensorRef &t) {
   default:
     return llvm::None;
   }
+}
+
+/// What a tile writing its share of a wider output (concat-in-place's
+/// outColumn / outChannel ops) wrote of `y`; the rest of y holds other
+/// tiles' values, or nothing yet.
+Written writtenShare(const plan::Instruction &source, const PreparedInstruction &inst,
+                     const cpu::TensorRef &y) {
+  Written w;
+  for (const plan::Attribute &a : source.attrs()) {
+    if (a.name() == "outColumn") {
+      w.axis = y.rank() - 1;
+      w.begin = a.i();
+    } else if (a.name() == "outChannel") {
+      w.axis = 1;
+      w.begin = a.i();
+    } else {
+      continue;
+    }
+    // The share's width: the weight's output extent (GatherColumns' data
+    // is [V, d]; a product's and a Conv's weight is input 1).
+    const cpu::TensorRef *weight =
+        source.op() == "GatherColumns" || source.op() == "GatherColumnsInto"
+            ? (inst.inputs.empty() ? nullptr : inst.inputs[0])
+            : (inst.inputs.size() > 1 ? inst.inputs[1] : nullptr);
+    if (!weight || weight->rank() < 1)
+      return Written{};
+    if (source.op().rfind("ConvChannels", 0) == 0)
+      w.extent = weight->shape[0];
+    else if (source.op().rfind("GatherColumns", 0) == 0)
+      w.extent = weight->shape.back();
+    else {
+      bool transB = false;
+      for (const plan::Attribute &b : source.attrs())
+        if (b.name() == "transB")
+          transB = b.i() != 0;
+      w.extent = weight->rank() >= 2 ? weight->shape[weight->rank() - (transB ? 2 : 1)]
+                                     : 1;
+    }
+    return w;
+  }
+  return w;
 }
 
 } // namespace
@@ -71,7 +135,7 @@ llvm::Error checkNumerics(const Program &program,
                    llvm::StringRef role) -> llvm::Error {
     if (id < 0 || !t || !t->data)
       return llvm::Error::success();
-    auto bad = firstNonFinite(*t);
+    auto bad = firstNonFinite(*t, writtenShare(*inst.source, inst, *t));
     if (!bad)
       return llvm::Error::success();
     const char *what = std::isnan(bad->second) ? "nan"

@@ -77,19 +77,31 @@ struct Segment {
 class Forward {
 public:
   Forward(ir::Graph &g, ir::Value *loss) {
-    // Forward: the loss and everything it depends on.
+    // Forward: the loss and everything it depends on, including the nodes
+    // that write a forward value in place after its definition (the tiles
+    // concat-in-place makes write their share of a product: they have no
+    // outputs, so no value names them as its definition).
     llvm::DenseSet<const ir::Node *> inForward;
     std::vector<const ir::Node *> work;
     if (loss->def) {
       inForward.insert(loss->def);
       work.push_back(loss->def);
     }
+    auto visit = [&](const ir::Node *n) {
+      if (n && inForward.insert(n).second)
+        work.push_back(n);
+    };
     while (!work.empty()) {
       const ir::Node *n = work.back();
       work.pop_back();
-      for (const ir::Value *in : n->inputs)
-        if (in && in->def && inForward.insert(in->def).second)
-          work.push_back(in->def);
+      for (const ir::Value *in : n->inputs) {
+        if (!in || !in->def)
+          continue;
+        visit(in->def);
+        for (const ir::Use &u : in->uses())
+          if (u.user->writesInput(u.operand))
+            visit(u.user);
+      }
     }
     for (ir::Node *n : g.nodes())
       if (inForward.count(n)) {

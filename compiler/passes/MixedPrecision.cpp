@@ -302,15 +302,23 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
       grads.push_back({grad->def ? position.lookup(grad->def) : 0, grad});
     }
     llvm::stable_sort(grads, [](const auto &a, const auto &b) { return a.first < b.first; });
+    // Checks of gradients one node makes follow each other in the order
+    // sorted above (the first one, which sets the flag, first).
+    llvm::DenseMap<const ir::Node *, ir::Node *> lastCheckAfter;
     for (size_t i = 0; i < grads.size(); ++i) {
       ir::Value *grad = grads[i].second;
-      ir::Node *at = grad->def ? g.nextNode(grad->def) : optimizers.front();
+      ir::Node *after = grad->def ? lastCheckAfter.lookup(grad->def) : nullptr;
+      if (!after)
+        after = grad->def;
+      ir::Node *at = after ? g.nextNode(after) : optimizers.front();
       AttributeList attrs;
       if (i > 0)
         attrs.set(makeIntAttr("accumulate", 1));
-      g.insertNode(at, "CheckFiniteGrads",
-                   g.uniqueNodeName("loss_scale/check_finite/" + grad->name),
-                   {foundInf, scale, grad}, {}, std::move(attrs), "zinc");
+      ir::Node *check = g.insertNode(at, "CheckFiniteGrads",
+                                     g.uniqueNodeName("loss_scale/check_finite/" + grad->name),
+                                     {foundInf, scale, grad}, {}, std::move(attrs), "zinc");
+      if (grad->def)
+        lastCheckAfter[grad->def] = check;
     }
   }
   for (ir::Node *n : optimizers) {

@@ -97,7 +97,7 @@ bool isSplittableBias(const ir::Value *c, int64_t n, int64_t &axis) {
   return false;
 }
 
-llvm::Optional<Candidate> tileable(const ir::Graph &g, ir::Node *n) {
+llvm::Optional<Candidate> tileableOp(const ir::Graph &g, ir::Node *n) {
   if (!n->domain.empty() || n->outputs.size() != 1 || !n->outputs[0])
     return llvm::None;
   ir::Value *y = n->outputs[0];
@@ -196,6 +196,15 @@ llvm::Optional<Candidate> tileable(const ir::Graph &g, ir::Node *n) {
     return c;
   }
   return llvm::None;
+}
+
+/// `n` as a candidate, unless its output axis is empty.
+llvm::Optional<Candidate> tileable(const ir::Graph &g, ir::Node *n) {
+  llvm::Optional<Candidate> c = tileableOp(g, n);
+  // An empty output axis has nothing to split.
+  if (c && c->outDim <= 0)
+    return llvm::None;
+  return c;
 }
 
 /// The bytes one element of a weight takes during compute.

@@ -135,6 +135,19 @@ class CheckpointingTest(unittest.TestCase):
         self.assert_identical(run, self.reference)
         self.assert_within(run, capacity)
 
+    def test_tiled_and_checkpointed(self):
+        """Tiles that write their share of a product in place, recomputed in
+        backward (found in review: the recompute copied only the first
+        tile's write, so backward read a half-written product)."""
+        keep = self.gpt.train("tiled-keep", ["--tile=2", "--activation-checkpointing=none"])
+        every = self.gpt.train("tiled-every-layer",
+                               ["--tile=2", "--activation-checkpointing=every-layer"])
+        self.assertGreaterEqual(
+            every["report"]["activation_checkpointing"]["recomputed_segments"], 2)
+        self.assertIn("FusedMatMulInto", every["plan"])
+        self.assertRegex(every["plan"], r'name: ".*tile1.*@recompute"')
+        self.assert_identical(every, keep)
+
     def test_none_and_every_layer_flags(self):
         every = self.gpt.train("every-layer", ["--activation-checkpointing=every-layer"])
         self.assertGreaterEqual(every["report"]["activation_checkpointing"]["recomputed_segments"],
