@@ -4,8 +4,11 @@
 # fuzzes for SECONDS from its seed corpus (fuzz/corpus/<target>/), growing a
 # scratch corpus so the repository's stays as it is. A crash, a leak, an
 # input slower than 25 s or over 2 GiB of memory fails the run; the input
-# that did it is kept in BUILD/fuzz-artifacts/ and named.
-# Usage: scripts/run-fuzzers.sh [BUILD (build-fuzz)] [SECONDS (60)]
+# that did it is kept in BUILD/fuzz-artifacts/ and named. The mutations
+# follow FUZZ_SEED (default 1), so that a run CI passed passes again and one
+# it failed fails again; FUZZ_SEED=0 draws a new seed each run (libFuzzer's
+# default), for exploring.
+# Usage: [FUZZ_SEED=N] scripts/run-fuzzers.sh [BUILD (build-fuzz)] [SECONDS (60)]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-build-fuzz}" && pwd)
@@ -24,10 +27,11 @@ for target in "${targets[@]}"; do
     exit 1
   fi
   log="$build/fuzz-$target.log"
-  options=(-timeout=25 -rss_limit_mb=2048 "-artifact_prefix=$artifacts/$target-")
+  : >"$log"
+  options=(-timeout=25 -rss_limit_mb=2048 "-seed=${FUZZ_SEED:-1}" "-artifact_prefix=$artifacts/$target-")
   regressions=("$root/fuzz/regressions/$target"/*)
   if [ -e "${regressions[0]}" ]; then
-    if ! "$bin" "${options[@]}" "${regressions[@]}" >"$log" 2>&1; then
+    if ! "$bin" "${options[@]}" "${regressions[@]}" >>"$log" 2>&1; then
       echo "zinc-fuzz: $target: a regression input fails again (see $log)" >&2
       tail -n 30 "$log" >&2
       failed+=("$target")
