@@ -1,5 +1,6 @@
 //===- Checkpoint.cpp - Training checkpoints that survive crashes ---------===//
 #include "zinc/runtime/Checkpoint.h"
+#include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/Safetensors.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
@@ -191,6 +192,8 @@ std::vector<SavedWeight> savedWeights(const Program &program) {
       if (t.init().whole_shape_size())
         w.shape.assign(t.init().whole_shape().begin(),
                        t.init().whole_shape().end());
+      else if (t.shard_of_size())
+        w.shape.assign(t.shard_of().begin(), t.shard_of().end());
       else
         w.shape.assign(program.tensor(t.id()).shape.begin(),
                        program.tensor(t.id()).shape.end());
@@ -203,49 +206,85 @@ std::vector<SavedWeight> savedWeights(const Program &program) {
 
 } // namespace
 
+/// Tensor `id` whole: its bytes (read from NVMe into `scratch` if it lives
+/// there), or, for a shard, every rank's shard gathered into `gathered`.
+/// Every rank calls it for the same shards in the same order.
+static llvm::Expected<cpu::TensorRef> wholeTensor(Program &program, int id,
+                                                  std::vector<uint8_t> &scratch,
+                                                  std::vector<uint8_t> &gathered) {
+  auto bytes = tensorBytes(program, id, scratch);
+  if (!bytes)
+    return bytes.takeError();
+  cpu::TensorRef ref = program.tensor(id);
+  ref.data = const_cast<uint8_t *>(bytes->data());
+  const plan::Tensor &t = program.getPlan().tensors(id);
+  if (!t.shard_of_size())
+    return ref;
+  cpu::TensorRef whole{ref.dtype, {}, nullptr};
+  whole.shape.assign(t.shard_of().begin(), t.shard_of().end());
+  gathered.resize(whole.byteSize());
+  whole.data = gathered.data();
+  comm::Communicator *comm = program.communicator();
+  if (!comm) {
+    std::memcpy(whole.data, ref.data, whole.byteSize());
+    return whole;
+  }
+  if (auto err = comm->allGather(ref.data, whole.data, whole.numElements(),
+                                 ref.numElements(), ref.dtype,
+                                 "the gather of '" + t.name() + "'"))
+    return std::move(err);
+  return whole;
+}
+
 llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
   std::vector<SavedWeight> weights = savedWeights(program);
   std::vector<StreamedTensor> headers;
   for (const SavedWeight &w : weights)
     headers.push_back({w.name, DType::F32, w.shape,
                        static_cast<uint64_t>(numElements(w.shape)) * 4});
-  std::vector<uint8_t> scratch;
+  std::vector<uint8_t> scratch, gathered;
   std::vector<float> values, whole;
   const plan::Plan &plan = program.getPlan();
+  auto produce = [&](size_t i, llvm::raw_ostream *os) -> llvm::Error {
+    const SavedWeight &w = weights[i];
+    bool tiled = plan.tensors(w.ids.front()).init().whole_shape_size() > 0;
+    if (tiled)
+      whole.assign(numElements(w.shape), 0.0f);
+    for (int id : w.ids) {
+      auto ref = wholeTensor(program, id, scratch, gathered);
+      if (!ref)
+        return addContext(ref.takeError(), "parameter '" + w.name + "'");
+      widenToFloat(*ref, values);
+      if (!tiled)
+        break;
+      // Scatter the tile's runs into the whole initializer.
+      const plan::InitializerSource &src = plan.tensors(id).init();
+      int64_t axis = src.slice_axis();
+      int64_t inner = 1, outer = 1;
+      for (size_t d = axis + 1; d < w.shape.size(); ++d)
+        inner *= w.shape[d];
+      for (int64_t d = 0; d < axis; ++d)
+        outer *= w.shape[d];
+      int64_t run = ref->shape[axis] * inner;
+      for (int64_t r = 0; r < outer; ++r)
+        std::copy(values.begin() + r * run, values.begin() + (r + 1) * run,
+                  whole.begin() + r * w.shape[axis] * inner + src.slice_begin() * inner);
+    }
+    const std::vector<float> &out = tiled ? whole : values;
+    if (os)
+      os->write(reinterpret_cast<const char *>(out.data()), out.size() * sizeof(float));
+    return llvm::Error::success();
+  };
+  // Ranks but the first only take part in the gathers.
+  if (program.rank() != 0) {
+    for (size_t i = 0; i < weights.size(); ++i)
+      if (auto err = produce(i, nullptr))
+        return err;
+    return llvm::Error::success();
+  }
   return writeSafetensorsStreamed(
-      path, headers, [&](size_t i, llvm::raw_ostream &os) -> llvm::Error {
-        const SavedWeight &w = weights[i];
-        bool tiled = plan.tensors(w.ids.front()).init().whole_shape_size() > 0;
-        if (tiled)
-          whole.assign(numElements(w.shape), 0.0f);
-        for (int id : w.ids) {
-          auto bytes = tensorBytes(program, id, scratch);
-          if (!bytes)
-            return addContext(bytes.takeError(), "parameter '" + w.name + "'");
-          cpu::TensorRef ref = program.tensor(id);
-          ref.data = const_cast<uint8_t *>(bytes->data());
-          widenToFloat(ref, values);
-          if (!tiled)
-            break;
-          // Scatter the tile's runs into the whole initializer.
-          const plan::InitializerSource &src = plan.tensors(id).init();
-          int64_t axis = src.slice_axis();
-          int64_t inner = 1, outer = 1;
-          for (size_t d = axis + 1; d < w.shape.size(); ++d)
-            inner *= w.shape[d];
-          for (int64_t d = 0; d < axis; ++d)
-            outer *= w.shape[d];
-          int64_t run = ref.shape[axis] * inner;
-          for (int64_t r = 0; r < outer; ++r)
-            std::copy(values.begin() + r * run, values.begin() + (r + 1) * run,
-                      whole.begin() + r * w.shape[axis] * inner +
-                          src.slice_begin() * inner);
-        }
-        const std::vector<float> &out = tiled ? whole : values;
-        os.write(reinterpret_cast<const char *>(out.data()),
-                 out.size() * sizeof(float));
-        return llvm::Error::success();
-      });
+      path, headers,
+      [&](size_t i, llvm::raw_ostream &os) -> llvm::Error { return produce(i, &os); });
 }
 
 llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,

@@ -32,6 +32,7 @@ llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
                          seed,
                          &workspace};
     call.effects = inst.effects;
+    call.comm = program.communicator();
     return inst.kernel(call);
   }
   uint64_t n = inst.copyBytes;

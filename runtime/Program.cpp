@@ -1,5 +1,6 @@
 //===- Program.cpp - Plan to memory: arenas, tensor views, kernels --------===//
 #include "zinc/runtime/Program.h"
+#include "zinc/runtime/comm/Communicator.h"
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/runtime/WeightLoader.h"
 #include "zinc/runtime/storage/AlignedBuffer.h"
@@ -187,6 +188,8 @@ Program::load(llvm::StringRef planPath, const LoadOptions &opts) {
   // About the command line, not the plan: no file prefix.
   if (auto err = checkNvmeDir(*plan, opts))
     return err;
+  if (auto err = checkRanks(*plan, opts))
+    return err;
   auto prog = create(std::move(*plan), opts, /*verify=*/true);
   if (!prog)
     return addContext(prog.takeError(), planPath);
@@ -202,6 +205,7 @@ llvm::Expected<std::unique_ptr<Program>>
 Program::create(plan::Plan source, const LoadOptions &opts, bool verify) {
   std::unique_ptr<Program> prog(new Program());
   prog->plan = std::move(source);
+  prog->comm = opts.comm;
   if (auto err = prog->layOut(opts))
     return err;
   if (auto err = prog->prepare())
@@ -579,7 +583,7 @@ llvm::Error Program::loadWeights() {
                         "initializer '" + plan.tensors(id).init().name() + "'");
     return llvm::Error::success();
   };
-  return loadInitializers(plan, tensorOf, loaded);
+  return loadInitializers(plan, tensorOf, loaded, rank());
 }
 
 /// A zeroed buffer of its own holding an NVMe tensor's whole sectors: used
@@ -593,6 +597,24 @@ sectorBuffer(uint64_t bytes, const plan::Tensor &t, llvm::StringRef what) {
                                               " tensor '" + t.name() +
                                               "' in the NVMe tier");
   return buffer;
+}
+
+unsigned Program::rank() const { return comm ? comm->rank() : 0; }
+unsigned Program::ranks() const { return comm ? comm->size() : 1; }
+
+llvm::Error checkRanks(const plan::Plan &plan, const LoadOptions &opts) {
+  unsigned planned = std::max(1u, plan.ranks());
+  unsigned running = opts.comm ? opts.comm->size() : 1;
+  if (planned == running)
+    return llvm::Error::success();
+  if (running == 1)
+    return makeError("the plan was compiled for " + llvm::Twine(planned) +
+                     " ranks (--ranks=" + llvm::Twine(planned) +
+                     "): start it with mpirun -np " + llvm::Twine(planned) + " zinc-run ...");
+  return makeError("the plan was compiled for " + llvm::Twine(planned) + " rank" +
+                   (planned == 1 ? "" : "s") + " (--ranks=" + llvm::Twine(planned) +
+                   ") but " + llvm::Twine(running) + " were started; compile it with --ranks=" +
+                   llvm::Twine(running) + " or start " + llvm::Twine(planned));
 }
 
 llvm::Error Program::readNvmeTensor(int id, void *dst) const {

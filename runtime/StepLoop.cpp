@@ -3,6 +3,7 @@
 #include "zinc/runtime/Checkpoint.h"
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/Safetensors.h"
+#include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
 #include "zinc/support/OutputFile.h"
@@ -20,6 +21,8 @@ class InputFeeder {
 public:
   llvm::Error open(Program &program, const RunOptions &opts) {
     seed = opts.seed;
+    rank = program.rank();
+    ranks = program.ranks();
     if (opts.dataPath.empty())
       return llvm::Error::success();
     auto file = SafetensorsFile::open(opts.dataPath);
@@ -33,14 +36,24 @@ public:
       if (!view)
         return makeError(opts.dataPath + ": no tensor '" + t.name() +
                          "' for the graph input of that name");
+      // With several ranks each step holds the whole batch: every rank's
+      // share, rank r's the r-th 1/N of the batch (first) dimension.
       llvm::SmallVector<int64_t, 6> want{view->shape.empty() ? 0 : view->shape[0]};
       want.append(ref.shape.begin(), ref.shape.end());
+      if (ranks > 1 && want.size() > 1)
+        want[1] *= ranks;
       if (view->dtype != ref.dtype || view->shape.empty() || view->shape[0] < 1 ||
-          llvm::ArrayRef<int64_t>(view->shape) != llvm::ArrayRef<int64_t>(want))
+          llvm::ArrayRef<int64_t>(view->shape) != llvm::ArrayRef<int64_t>(want)) {
+        std::string expected = dtypeName(ref.dtype).str() + "[steps," +
+                               formatShape(llvm::ArrayRef<int64_t>(want).drop_front()).substr(1);
         return makeError(opts.dataPath + ": tensor '" + t.name() + "' is " +
                          dtypeName(view->dtype) + formatShape(view->shape) +
-                         ", expected " + dtypeName(ref.dtype) + "[steps," +
-                         formatShape(ref.shape).substr(1));
+                         ", expected " + expected +
+                         (ranks > 1 && want.size() > 1
+                              ? " (the batch of all " + std::to_string(ranks) +
+                                    " ranks: each takes " + std::to_string(ref.shape[0]) + ")"
+                              : std::string()));
+      }
     }
     return llvm::Error::success();
   }
@@ -52,9 +65,12 @@ public:
         const SafetensorView *view = data->find(program.getPlan().tensors(id).name());
         size_t slice = ref.byteSize();
         size_t index = step % view->shape[0];
-        std::memcpy(ref.data, view->data.data() + index * slice, slice);
+        // A scalar input is the same for every rank; a batch is split.
+        size_t share = ref.shape.empty() ? 1 : ranks;
+        size_t at = (index * share + (share > 1 ? rank : 0)) * slice;
+        std::memcpy(ref.data, view->data.data() + at, slice);
       } else {
-        fillSynthetic(ref, seed * 1000003 + step * 7919 + id);
+        fillSynthetic(ref, seed * 1000003 + step * 7919 + id + rank * 104729);
       }
     }
   }
@@ -89,6 +105,7 @@ private:
   }
 
   uint64_t seed = 0;
+  unsigned rank = 0, ranks = 1;
   llvm::Optional<SafetensorsFile> data;
 };
 
@@ -107,14 +124,15 @@ static llvm::Optional<double> readScalar(const cpu::TensorRef &t) {
 }
 
 static llvm::json::Value metricsLine(const StepReport &r) {
-  // One rank and no collectives on this backend: allgather and
-  // reduce_scatter are true zeros, kept so the schema is stable for readers.
+  // Collectives: what this rank's gathers, reduce-scatters and
+  // all-reduces carried (zeros for one rank).
   llvm::json::Object bytes{{"h2d", r.bytes.h2d},
                            {"d2h", r.bytes.d2h},
                            {"nvme_read", r.bytes.nvmeRead},
                            {"nvme_write", r.bytes.nvmeWrite},
-                           {"allgather", 0},
-                           {"reduce_scatter", 0}};
+                           {"allgather", r.allgatherBytes},
+                           {"reduce_scatter", r.reduceScatterBytes},
+                           {"allreduce", r.allreduceBytes}};
   llvm::json::Object line{
       {"step", r.step},
       {"seconds", r.seconds},
@@ -208,6 +226,14 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
                      llvm::function_ref<void(const StepReport &)> onStep) {
   RunOptions opts = givenOpts;
   uint64_t firstStep = 0;
+  comm::Communicator *comm = program.communicator();
+  unsigned ranks = program.ranks();
+  // Rank 0 writes the run's files; every rank takes part in gathering
+  // what they hold.
+  bool reporting = program.rank() == 0;
+  if (ranks > 1 && (!opts.checkpointDir.empty() || !opts.resumePath.empty()))
+    return makeError("checkpoints of a plan for several ranks are not supported yet: "
+                     "run without --checkpoint-dir and --resume");
   if (!opts.resumePath.empty()) {
     auto resumed = resumeFromCheckpoint(program, opts.resumePath);
     if (!resumed)
@@ -226,13 +252,13 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   if (auto err = feeder.open(program, opts))
     return err;
   std::unique_ptr<llvm::raw_fd_ostream> metrics;
-  if (!opts.metricsPath.empty()) {
+  if (!opts.metricsPath.empty() && reporting) {
     std::error_code ec;
     metrics = std::make_unique<llvm::raw_fd_ostream>(opts.metricsPath, ec);
     if (ec)
       return makeError(opts.metricsPath + ": cannot write: " + ec.message());
   }
-  bool tracing = !opts.tracePath.empty();
+  bool tracing = !opts.tracePath.empty() && reporting;
   std::vector<std::pair<double, StepResult>> traced;
   double elapsed = 0;
   int lossId = program.getPlan().loss();
@@ -276,6 +302,9 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     return executor.takeError();
   for (unsigned step = firstStep; step < opts.steps; ++step) {
     feeder.feed(program, step);
+    uint64_t gathered = comm ? comm->bytes().allgather.load() : 0;
+    uint64_t scattered = comm ? comm->bytes().reduceScatter.load() : 0;
+    uint64_t reduced = comm ? comm->bytes().allreduce.load() : 0;
     auto result = (*executor)->run(step + 1, tracing);
     if (!result)
       return addContext(result.takeError(), "step " + llvm::Twine(step));
@@ -288,8 +317,23 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     report.bytes = result->bytes;
     if (result->hasNvme)
       report.nvmeIo = result->nvmeIo;
+    report.reporting = reporting;
+    if (comm) {
+      report.allgatherBytes = comm->bytes().allgather - gathered;
+      report.reduceScatterBytes = comm->bytes().reduceScatter - scattered;
+      report.allreduceBytes = comm->bytes().allreduce - reduced;
+    }
     if (lossId >= 0)
       report.loss = readScalar(program.tensor(lossId));
+    if (report.loss && comm && ranks > 1) {
+      // Each rank's loss is the mean over its share of the batch: their
+      // mean is the whole batch's.
+      double loss = *report.loss;
+      if (auto err = comm->allReduce(&loss, 1, DType::F64, comm::ReduceOp::Mean,
+                                     "the loss's all-reduce"))
+        return addContext(std::move(err), "step " + llvm::Twine(step));
+      report.loss = loss;
+    }
     if (plan.has_loss_scaling()) {
       report.lossScale = readScalar(program.tensor(plan.loss_scaling().scale()));
       report.skipped = *program.tensor(plan.loss_scaling().found_inf()).as<float>() != 0;
@@ -316,7 +360,7 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   if (metrics)
     if (auto err = closeOutput(*metrics, opts.metricsPath))
       return err;
-  if (!opts.saveOutputsPath.empty())
+  if (!opts.saveOutputsPath.empty() && reporting)
     if (auto err = writeOutputs(program, opts.saveOutputsPath))
       return err;
   if (!opts.saveWeightsPath.empty())

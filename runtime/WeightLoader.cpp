@@ -1,5 +1,6 @@
 //===- WeightLoader.cpp - Initializers from ONNX (inline or external) -----===//
 #include "zinc/runtime/WeightLoader.h"
+#include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
 #include "llvm/ADT/StringMap.h"
@@ -209,7 +210,8 @@ static llvm::Error copyInlineShare(const onnx::TensorProto &src,
 
 llvm::Error loadInitializers(const plan::Plan &plan,
                              llvm::function_ref<cpu::TensorRef &(int)> tensorOf,
-                             llvm::function_ref<llvm::Error(int)> loaded) {
+                             llvm::function_ref<llvm::Error(int)> loaded,
+                             unsigned rank) {
   onnx::ModelProto model;
   llvm::StringMap<const onnx::TensorProto *> inlineByName;
   bool parsed = false;
@@ -239,28 +241,44 @@ llvm::Error loadInitializers(const plan::Plan &plan,
       return loaded ? loaded(t.id()) : llvm::Error::success();
     };
     const plan::InitializerSource &src = t.init();
-    if (!src.file().empty()) {
-      if (auto err = readExternal(src, out))
+    // Reads the initializer (or the tile's share of it) into `into`.
+    auto readInto = [&](cpu::TensorRef &into) -> llvm::Error {
+      if (!src.file().empty())
+        return readExternal(src, into);
+      if (!parsed) {
+        if (auto err = parseModel(plan.model_path(), model))
+          return err;
+        for (const onnx::TensorProto &init : model.graph().initializer())
+          inlineByName[init.name()] = &init;
+        parsed = true;
+      }
+      auto it = inlineByName.find(src.name());
+      if (it == inlineByName.end())
+        return makeError(plan.model_path() + ": initializer '" + src.name() +
+                         "' named by the plan is not in the model (was the model "
+                         "changed after compiling?)");
+      return copyInlineShare(*it->second, src, into, plan.model_path(), wholeInline);
+    };
+    if (t.shard_of_size()) {
+      // One rank's shard (ZeRO): the whole tensor, then this rank's share
+      // of it, zero past its end.
+      cpu::TensorRef whole{out.dtype, {}, nullptr};
+      whole.shape.assign(t.shard_of().begin(), t.shard_of().end());
+      std::vector<uint8_t> wholeBytes(whole.byteSize());
+      whole.data = wholeBytes.data();
+      if (auto err = readInto(whole))
         return err;
-      if (auto err = finish())
-        return err;
-      continue;
-    }
-    if (!parsed) {
-      if (auto err = parseModel(plan.model_path(), model))
-        return err;
-      for (const onnx::TensorProto &init : model.graph().initializer())
-        inlineByName[init.name()] = &init;
-      parsed = true;
-    }
-    auto it = inlineByName.find(src.name());
-    if (it == inlineByName.end())
-      return makeError(plan.model_path() + ": initializer '" + src.name() +
-                       "' named by the plan is not in the model (was the model "
-                       "changed after compiling?)");
-    if (auto err = copyInlineShare(*it->second, src, out, plan.model_path(),
-                                   wholeInline))
+      size_t e = dtypeSize(out.dtype);
+      int64_t per = out.numElements();
+      int64_t owned = comm::ownedElements(whole.numElements(), per, rank);
+      auto *dst = static_cast<uint8_t *>(out.data);
+      if (owned > 0)
+        std::memcpy(dst, wholeBytes.data() + per * rank * e, owned * e);
+      std::memset(dst + std::max<int64_t>(owned, 0) * e, 0,
+                  (per - std::max<int64_t>(owned, 0)) * e);
+    } else if (auto err = readInto(out)) {
       return err;
+    }
     if (auto err = finish())
       return err;
   }

@@ -86,6 +86,15 @@ static cl::opt<std::string> activationCheckpointing(
     cl::desc("auto (default: recompute forward segments in backward when the activations "
              "kept for it do not fit), none, or every-layer"),
     cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<unsigned> ranks("ranks",
+                              cl::desc("Data-parallel ranks (default 1); run the plan with "
+                                       "mpirun -np N zinc-run"),
+                              cl::init(1), cl::cat(compileCategory));
+static cl::opt<unsigned> zeroStage(
+    "zero-stage",
+    cl::desc("ZeRO partitioning across ranks: 0 (default) none, 1 optimizer states and "
+             "master weights, 2 + gradients, 3 + parameters"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::list<std::string> dims("dim", cl::desc("Bind a symbolic dimension"),
                                   cl::value_desc("NAME=VALUE"), cl::cat(compileCategory));
 static cl::opt<std::string> hwName("hw", cl::desc("Hardware preset or FILE.json"),
@@ -261,8 +270,15 @@ static Error compile() {
   if (!paramsPolicy)
     return paramsPolicy.takeError();
 
+  if (ranks < 1 || ranks > zinc::ir::kMaxRanks)
+    return zinc::makeError("--ranks must be between 1 and " + Twine(zinc::ir::kMaxRanks) +
+                           ", not " + Twine(ranks));
+  if (zeroStage > 3)
+    return zinc::makeError("--zero-stage must be 0, 1, 2 or 3, not " + Twine(zeroStage));
   zinc::passes::PassContext ctx;
   ctx.training = training;
+  ctx.zero.ranks = ranks;
+  ctx.zero.stage = zeroStage;
   ctx.memory.gpuCapacity = hw->gpuMem;
   ctx.memory.cpuCapacity = hw->cpuMem;
   ctx.memory.nvmeCapacity = hw->nvmeMem;
@@ -353,6 +369,7 @@ static Error compile() {
   emitOpts.nvmeCapacity = hw->nvmeMem;
   emitOpts.loss = *loss;
   emitOpts.layout = ctx.layout.get();
+  emitOpts.zeroStage = zeroStage;
   auto emitting = phases.time("emit");
   auto plan = zinc::emitPlan(**graph, emitOpts);
   emitting.reset();
@@ -381,6 +398,8 @@ static Error compile() {
   if (!reportPath.empty()) {
     zinc::CompileConfig config;
     config.mode = mode;
+    config.ranks = ranks;
+    config.zeroStage = zeroStage;
     config.precision = precision;
     config.optimizer = optimizer;
     config.tiling = ctx.memory.tiled;

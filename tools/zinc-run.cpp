@@ -1,5 +1,6 @@
 //===- zinc-run.cpp - Executes a zinc plan for N steps --------------------===//
 #include "zinc/runtime/Program.h"
+#include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/StepLoop.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/OutputFile.h"
@@ -11,6 +12,9 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
 
 using namespace llvm;
 
@@ -81,7 +85,30 @@ static cl::opt<std::string> tracePath("trace",
                                       cl::desc("Write the measured timeline (Chrome trace JSON)"),
                                       cl::value_desc("FILE.json"), cl::cat(runCategory));
 
+static cl::opt<double> collectiveTimeout(
+    "collective-timeout",
+    cl::desc("Seconds a collective may wait for the other ranks before this rank "
+             "stops with a diagnostic (default 300)"),
+    cl::init(300), cl::cat(runCategory));
+
 static constexpr StringLiteral tool = "zinc-run";
+
+/// This rank's number, for the signal handler's message.
+static volatile sig_atomic_t signalRank = -1;
+
+/// mpirun and srun stop the other ranks with SIGTERM when one dies: say so
+/// (async-signal-safe), instead of vanishing without a word.
+static void onTerminate(int) {
+  char msg[160];
+  int rank = signalRank;
+  int n = snprintf(msg, sizeof msg,
+                   "zinc-run: error: rank %d: stopped by the launcher (SIGTERM); "
+                   "another rank probably failed\n",
+                   rank);
+  if (n > 0)
+    (void)!::write(2, msg, static_cast<size_t>(n));
+  _exit(1);
+}
 
 /// One line, redrawn in place, when stderr is a terminal.
 static void drawProgress(const zinc::rt::StepReport &r, double elapsed) {
@@ -126,8 +153,25 @@ static int toolMain(int argc, char **argv) {
     return 1;
   }
 
+  // Several ranks: started by mpirun (or srun), they talk over MPI.
+  std::unique_ptr<zinc::comm::Communicator> comm;
+  if (zinc::comm::launchedAsMpiRank()) {
+    if (collectiveTimeout <= 0) {
+      zinc::printError(tool, zinc::makeError("--collective-timeout must be positive"));
+      return 1;
+    }
+    auto mpi = zinc::comm::createMpiCommunicator(collectiveTimeout);
+    if (!mpi) {
+      zinc::printError(tool, mpi.takeError());
+      return 1;
+    }
+    comm = std::move(*mpi);
+    signalRank = static_cast<int>(comm->rank());
+    std::signal(SIGTERM, onTerminate);
+  }
   zinc::rt::LoadOptions loadOpts;
   loadOpts.nvmeDir = nvmeDir;
+  loadOpts.comm = comm.get();
   if (!nvmeBlockSize.empty()) {
     auto size = zinc::parseSize(nvmeBlockSize);
     if (!size) {
@@ -183,9 +227,11 @@ static int toolMain(int argc, char **argv) {
   if (Optional<std::string> serial = sys::Process::GetEnv("ZINC_SERIAL"))
     opts.serial = !serial->empty() && *serial != "0";
 
-  bool terminal = sys::Process::StandardErrIsDisplayed();
+  bool terminal = sys::Process::StandardErrIsDisplayed() && (!comm || comm->rank() == 0);
   auto start = std::chrono::steady_clock::now();
   auto onStep = [&](const zinc::rt::StepReport &r) {
+    if (!r.reporting)
+      return;
     outs() << "step " << r.step;
     if (r.loss)
       outs() << ": loss " << format("%.6f", *r.loss);
@@ -207,6 +253,10 @@ static int toolMain(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  int status = toolMain(argc, argv);
+  // A rank that failed stops the others (which may be waiting on it in a
+  // collective); one that succeeded leaves MPI cleanly.
+  zinc::comm::finishMpi(/*failed=*/status != 0);
   // What the tool printed must have reached its standard output.
-  return zinc::finishStandardOutput("zinc-run", toolMain(argc, argv));
+  return zinc::finishStandardOutput("zinc-run", status);
 }

@@ -258,6 +258,7 @@ void Graph::swap(Graph &other) {
   std::swap(name, other.name);
   std::swap(modelPath, other.modelPath);
   std::swap(opsetVersion, other.opsetVersion);
+  std::swap(ranks, other.ranks);
   valueList.swap(other.valueList);
   // iplist::swap is unsupported; three O(1) splices do it.
   NodeList mine;
@@ -279,6 +280,7 @@ std::unique_ptr<Graph> Graph::clone() const {
   copy->name = name;
   copy->modelPath = modelPath;
   copy->opsetVersion = opsetVersion;
+  copy->ranks = ranks;
   llvm::DenseMap<const Value *, Value *> map;
   map[nullptr] = nullptr;
   for (const auto &v : valueList) {
@@ -286,6 +288,7 @@ std::unique_ptr<Graph> Graph::clone() const {
     c->id = v->id;
     c->init = v->init;
     c->tier = v->tier;
+    c->shardOf = v->shardOf;
     map[v.get()] = c;
   }
   llvm::SmallVector<Value *, 8> ins, outs;

@@ -53,6 +53,7 @@ private:
   llvm::Error parseNode();
   llvm::Error parseOutputs();
   llvm::Error parseType(DType &dtype, llvm::SmallVectorImpl<int64_t> &shape);
+  llvm::Error parseShape(llvm::SmallVectorImpl<int64_t> &shape);
   llvm::Expected<Value *> defineValue(ValueRole role);
   llvm::Error parseInit(InitializerRef &init);
   llvm::Error parseOperand(Node *&pendingNode, unsigned index,
@@ -170,6 +171,16 @@ llvm::Error Parser::parseHeader() {
       return v.takeError();
     g->opsetVersion = *v;
   }
+  if (tok.isWord("ranks")) {
+    consume();
+    Token at = tok;
+    auto v = parseUInt();
+    if (!v)
+      return v.takeError();
+    if (*v < 1 || *v > kMaxRanks)
+      return errorAt(at, "ranks must be between 1 and " + llvm::Twine(kMaxRanks));
+    g->ranks = static_cast<unsigned>(*v);
+  }
   if (tok.isWord("model")) {
     consume();
     auto path = parseString("the model path");
@@ -202,6 +213,11 @@ llvm::Error Parser::parseType(DType &dtype,
     return error("unknown element type '" + tok.text + "'");
   dtype = *t;
   consume();
+  return parseShape(shape);
+}
+
+/// `[D0, D1, ...]` (or `[]`).
+llvm::Error Parser::parseShape(llvm::SmallVectorImpl<int64_t> &shape) {
   if (auto err = expect(TokenKind::LBracket, "["))
     return err;
   shape.clear();
@@ -238,6 +254,18 @@ llvm::Expected<Value *> Parser::defineValue(ValueRole role) {
   llvm::SmallVector<int64_t, 4> shape;
   if (auto err = parseType(dtype, shape))
     return err;
+  llvm::SmallVector<int64_t, 4> shardOf;
+  if (tok.isWord("shard")) {
+    consume();
+    if (!tok.isWord("of"))
+      return error("expected 'of' and the whole tensor's shape, found " + describe(tok));
+    consume();
+    Token shapeTok = tok;
+    if (auto err = parseShape(shardOf))
+      return err;
+    if (shardOf.empty())
+      return errorAt(shapeTok, "a shard's whole tensor needs a shape with at least one dimension");
+  }
   Tier tier = Tier::Gpu;
   if (tok.isWord("in")) {
     consume();
@@ -249,6 +277,7 @@ llvm::Expected<Value *> Parser::defineValue(ValueRole role) {
   }
   Value *v = g->addValue(nameTok.text, dtype, shape, role);
   v->tier = tier;
+  v->shardOf = shardOf;
   return v;
 }
 

@@ -227,8 +227,14 @@ static void printInit(const InitializerRef &init, llvm::raw_ostream &os) {
   }
 }
 
+/// " shard of [D0, D1]" for one rank's shard (Value::shardOf), then
 /// " in cpu" / " in nvme"; GPU, the default, prints nothing.
 static void printTier(const Value &v, llvm::raw_ostream &os) {
+  if (v.isShard()) {
+    os << " shard of [";
+    llvm::interleave(v.shardOf, os, ", ");
+    os << ']';
+  }
   if (v.tier != Tier::Gpu)
     os << " in " << tierName(v.tier);
 }
@@ -324,6 +330,8 @@ void printGraph(const Graph &g, llvm::raw_ostream &os) {
   os << "graph ";
   text::printQuoted(g.name, os);
   os << " opset " << g.opsetVersion;
+  if (g.ranks != 1)
+    os << " ranks " << g.ranks;
   if (!g.modelPath.empty()) {
     os << " model ";
     text::printQuoted(g.modelPath, os);

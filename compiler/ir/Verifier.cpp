@@ -86,19 +86,31 @@ llvm::Error checkRoles(const Graph &g, const GraphFacts &facts) {
         (isInitializerRole(v->role) || v->role == ValueRole::ModelState))
       return fail("value " + quoted(*v) + " has role " + roleName(v->role) +
                   " but no initializer");
+    if (v->isShard()) {
+      // One rank's padded share of the flattened tensor (Graph.h).
+      int64_t want = shardElements(numElements(v->shardOf), g.ranks);
+      if (g.ranks < 2 || v->shape.size() != 1 || v->shape[0] != want ||
+          llvm::any_of(v->shardOf, [](int64_t d) { return d < 0; }))
+        return fail("value " + quoted(*v) + " of shape " + formatShape(v->shape) +
+                    " is not one rank's shard of " + formatShape(v->shardOf) +
+                    " over " + llvm::Twine(g.ranks) + " ranks (expected [" +
+                    llvm::Twine(want) + "])");
+    }
     if (v->init && v->init->isSlice()) {
       // A tile's share: the same shape as the initializer but along the
-      // slice axis, and inside it there.
+      // slice axis, and inside it there (a shard holds part of the share).
       const InitializerRef &r = *v->init;
-      bool fits = r.wholeShape.size() == v->shape.size() && r.sliceAxis >= 0 &&
-                  r.sliceAxis < static_cast<int64_t>(v->shape.size()) &&
+      llvm::ArrayRef<int64_t> shape = v->isShard() ? llvm::ArrayRef<int64_t>(v->shardOf)
+                                                   : llvm::ArrayRef<int64_t>(v->shape);
+      bool fits = r.wholeShape.size() == shape.size() && r.sliceAxis >= 0 &&
+                  r.sliceAxis < static_cast<int64_t>(shape.size()) &&
                   r.sliceBegin >= 0;
-      for (size_t d = 0; fits && d < v->shape.size(); ++d)
+      for (size_t d = 0; fits && d < shape.size(); ++d)
         fits = static_cast<int64_t>(d) == r.sliceAxis
-                   ? r.sliceBegin + v->shape[d] <= r.wholeShape[d]
-                   : v->shape[d] == r.wholeShape[d];
+                   ? r.sliceBegin + shape[d] <= r.wholeShape[d]
+                   : shape[d] == r.wholeShape[d];
       if (!fits)
-        return fail("value " + quoted(*v) + " of shape " + formatShape(v->shape) +
+        return fail("value " + quoted(*v) + " of shape " + formatShape(shape) +
                     " is not a share of initializer '" + r.name + "' " +
                     formatShape(r.wholeShape) + " at " + llvm::Twine(r.sliceBegin) +
                     " on axis " + llvm::Twine(r.sliceAxis));

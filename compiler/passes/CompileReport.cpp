@@ -1,7 +1,9 @@
 //===- CompileReport.cpp - The --report JSON of INTERFACES.md -------------===//
 #include "zinc/passes/CompileReport.h"
 #include "zinc/passes/TierLayout.h"
-#include "llvm/ADT/StringSet.h"
+#include "zinc/passes/OptimizerOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace zinc {
 
@@ -45,6 +47,26 @@ static llvm::json::Object transfersPerStep(const ir::Graph &g) {
                             {"within_tier", onTier}};
 }
 
+/// Bytes each rank's collectives carry per step, by kind: the whole
+/// tensor each one gathers, reduces and scatters, or reduces. Read off the
+/// plan: a prediction.
+static llvm::json::Object collectivesPerStep(const ir::Graph &g) {
+  uint64_t allgather = 0, reduceScatter = 0, allreduce = 0;
+  for (const ir::Node *n : g.nodes()) {
+    if (n->domain != kZincDomain)
+      continue;
+    if (n->opType == "AllGather" && n->outputs[0])
+      allgather += n->outputs[0]->byteSize();
+    else if (n->opType == "ReduceScatter" && n->inputs[0])
+      reduceScatter += n->inputs[0]->byteSize();
+    else if (n->opType == "AllReduce" && n->inputs[0])
+      allreduce += n->inputs[0]->byteSize();
+  }
+  return llvm::json::Object{{"allgather", allgather},
+                            {"reduce_scatter", reduceScatter},
+                            {"allreduce", allreduce}};
+}
+
 static llvm::json::Object checkpointingReport(const CompileConfig &config) {
   const CheckpointSummary &c = config.checkpointing;
   llvm::json::Array names;
@@ -75,13 +97,57 @@ static llvm::json::Array tilingList(llvm::ArrayRef<TiledNode> tiled) {
   return list;
 }
 
+/// The gradient one rank holds for an update reading `grad`: past the
+/// copies that move it between tiers, the whole all-reduced gradient when
+/// the update reads this rank's shard of it (ZeRO stage 1).
+static const ir::Value *heldGradient(const ir::Value *grad) {
+  while (grad->def && grad->def->domain == kZincDomain && !grad->def->inputs.empty() &&
+         (grad->def->opType == "Copy" || grad->def->opType == "ShardOf"))
+    grad = grad->def->inputs[0];
+  return grad;
+}
+
 llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
                                      const CompileConfig &config,
                                      const Hardware &hw) {
-  // Every float initializer once: a parameter's fp32 master and its
-  // compute-precision copy (a State with the same initializer) are one.
   bool mixed = config.precision == "bf16" || config.precision == "fp16";
   uint64_t computeBytes = mixed ? 2 : 4;
+  // The optimizer updates' masters: a weight's compute copy is another
+  // value with its initializer (mixed precision, or ZeRO's whole fp32
+  // weight beside a sharded master).
+  llvm::DenseSet<const ir::Value *> masters;
+  for (const auto &n : g.nodes())
+    if (isOptimizerNode(*n) && !n->inputs.empty() && n->inputs[0])
+      masters.insert(n->inputs[0]);
+  // Per initializer (or tile of one): its elements in the whole model, and
+  // what one rank holds of its compute-precision copy: the copy's elements
+  // (a shard's under ZeRO stage 3), or the master's when the master is
+  // what compute reads.
+  struct Share {
+    int64_t whole = 0;
+    int64_t held = -1;
+    int64_t masterHeld = 0;
+    bool modelState = false;
+    bool separateMaster = false;
+  };
+  llvm::StringMap<Share> shares;
+  std::vector<std::string> order;
+  for (const auto &v : g.values()) {
+    if (!v->init || !isFloatDType(v->dtype) ||
+        (v->role != ir::ValueRole::Parameter && v->role != ir::ValueRole::State &&
+         v->role != ir::ValueRole::ModelState))
+      continue;
+    auto [it, added] = shares.try_emplace(initializerShareKey(*v->init));
+    if (added)
+      order.push_back(it->first().str());
+    Share &s = it->second;
+    s.whole = v->wholeElements();
+    s.modelState |= v->role == ir::ValueRole::ModelState;
+    if (masters.count(v.get()))
+      s.masterHeld = v->numElements();
+    else if (s.held < 0 || v->numElements() < s.held)
+      s.held = v->numElements();
+  }
   int64_t params = 0;
   uint64_t paramBytes = 0;
   // Model state (BatchNorm running statistics) is a float initializer too,
@@ -89,43 +155,48 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
   // says how much of that is state the step updates rather than trains.
   int64_t modelState = 0;
   uint64_t modelStateBytes = 0;
-  llvm::StringSet<> seen;
-  for (const auto &v : g.values())
-    if (v->init && isFloatDType(v->dtype) &&
-        (v->role == ir::ValueRole::Parameter || v->role == ir::ValueRole::State ||
-         v->role == ir::ValueRole::ModelState) &&
-        seen.insert(initializerShareKey(*v->init)).second) {
-      params += v->numElements();
-      paramBytes += mixed ? v->numElements() * computeBytes : v->byteSize();
-      if (v->role == ir::ValueRole::ModelState) {
-        modelState += v->numElements();
-        modelStateBytes += v->byteSize();
-      }
+  for (const std::string &key : order) {
+    Share &s = shares[key];
+    s.separateMaster = s.held >= 0 && s.masterHeld > 0;
+    int64_t held = s.held >= 0 ? s.held : s.masterHeld;
+    params += s.whole;
+    paramBytes += held * computeBytes;
+    if (s.modelState) {
+      modelState += s.whole;
+      modelStateBytes += held * 4;
     }
+  }
   // What one optimizer update holds per trained element: the fp32 master
-  // (mixed precision only) and its states (Adam: m and v; SGD: the momentum
-  // buffer when there is momentum). Inference has none of these.
+  // (in mixed precision, or whenever it is a sharded value of its own) and
+  // its states (Adam: m and v; SGD: the momentum buffer when there is
+  // momentum); and the gradient it reads, whole or this rank's shard.
+  // Inference has none of these.
   int64_t trainable = 0;
   uint64_t optimizerBytes = 0;
+  uint64_t gradBytes = 0;
   for (const auto &n : g.nodes()) {
-    bool adam = n->opType == "AdamW" || n->opType == "Adam";
-    if (n->domain != "zinc" || (!adam && n->opType != "SGD") || n->inputs.empty())
+    if (!isOptimizerNode(*n) || n->inputs.size() < 2 || !n->inputs[0])
       continue;
+    bool adam = n->opType != "SGD";
     const ir::Value *param = n->inputs[0];
-    trainable += param->numElements();
-    if (mixed)
+    trainable += param->wholeElements();
+    bool separate = param->init && shares.lookup(initializerShareKey(*param->init)).separateMaster;
+    if (mixed || (separate && param->isShard()))
       optimizerBytes += param->numElements() * 4;
     for (unsigned i = 2; i < (adam ? 4u : 3u) && i < n->inputs.size(); ++i)
       if (n->inputs[i])
         optimizerBytes += n->inputs[i]->byteSize();
+    if (n->inputs[1])
+      gradBytes += heldGradient(n->inputs[1])->numElements() * computeBytes;
   }
   // --optimizer=none: the gradients are outputs "<initializer>.grad".
   for (const ir::Value *out : g.outputs()) {
     llvm::StringRef name(out->name);
-    if (name.consume_back(".grad") && seen.count(name))
+    if (name.consume_back(".grad") && shares.count(name)) {
       trainable += out->numElements();
+      gradBytes += out->numElements() * computeBytes;
+    }
   }
-  uint64_t gradBytes = trainable * computeBytes;
 
   uint64_t peaks[3] = {0, 0, 0};
   for (const plan::TierInfo &t : p.tiers())
@@ -166,7 +237,8 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
                                        {"parameters", ir::tierName(config.paramsTier)}}},
       {"tiling", tilingList(config.tiling)},
       {"activation_checkpointing", checkpointingReport(config)},
-      {"predicted_transfer_bytes_per_step", transfersPerStep(g)}};
+      {"predicted_transfer_bytes_per_step", transfersPerStep(g)},
+      {"predicted_collective_bytes_per_step", collectivesPerStep(g)}};
 }
 
 } // namespace zinc

@@ -326,6 +326,8 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
   p.set_producer("zinc-compile");
   p.set_model_path(g.modelPath);
   p.set_opset_version(g.opsetVersion);
+  p.set_ranks(g.ranks);
+  p.set_zero_stage(opts.zeroStage);
   p.set_mode(opts.mode);
   p.set_hw(opts.hw);
   p.set_loss(-1);
@@ -375,6 +377,8 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
         src->set_slice_begin(v->init->sliceBegin);
       }
     }
+    for (int64_t d : v->shardOf)
+      t->add_shard_of(d);
     t->set_tier(toPlanTier(v->tier));
     t->set_offset(layout.offsets.lookup(v.get()));
     t->set_size_bytes(v->byteSize());

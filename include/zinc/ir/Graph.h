@@ -26,6 +26,15 @@
 
 namespace zinc::ir {
 
+/// The most data-parallel ranks a plan may be compiled for.
+inline constexpr unsigned kMaxRanks = 1u << 20;
+
+/// Elements of each rank's shard when `whole` elements are split evenly
+/// (padded) across `ranks`.
+inline int64_t shardElements(int64_t whole, unsigned ranks) {
+  return ranks <= 1 ? whole : (whole + ranks - 1) / ranks;
+}
+
 
 /// What a value is for; later passes decide tiers and sharding from it.
 enum class ValueRole {
@@ -106,7 +115,18 @@ struct Value {
   Node *def = nullptr;
   /// Set by the place and insert-transfers passes; GPU until then.
   Tier tier = Tier::Gpu;
+  /// Set by the partition pass (ZeRO): the value is one rank's shard of a
+  /// tensor of this shape, flattened and padded to an equal share per rank
+  /// of the graph's ranks: rank r holds elements [r*s, r*s + s) of it,
+  /// s = the value's one dimension; past the tensor's end, zeros. Empty:
+  /// every rank holds the whole value.
+  llvm::SmallVector<int64_t, 4> shardOf;
 
+  bool isShard() const { return !shardOf.empty(); }
+  /// Elements of the whole tensor: the shard's tensor when it is a shard.
+  int64_t wholeElements() const {
+    return isShard() ? zinc::numElements(shardOf) : numElements();
+  }
   int64_t numElements() const { return zinc::numElements(shape); }
   uint64_t byteSize() const { return numElements() * dtypeSize(dtype); }
 
@@ -213,6 +233,10 @@ public:
   std::string modelPath;
   /// Version of the default ONNX opset the model imports.
   int64_t opsetVersion = 17;
+  /// Data-parallel ranks the step is planned for (zinc-compile --ranks):
+  /// every rank runs this graph on its share of the batch; shards
+  /// (Value::shardOf) split across this many.
+  unsigned ranks = 1;
 
   /// Creates a value; its name must be unique in the graph (asserted: a
   /// duplicate is the caller's bug, the frontend checks user input first).

@@ -11,6 +11,8 @@ namespace zinc {
 struct EmitOptions {
   std::string mode = "infer";
   std::string hw = "cpu";
+  /// --zero-stage, recorded in the plan (the graph carries the ranks).
+  unsigned zeroStage = 0;
   /// Tier capacities in bytes; 0 means unbounded.
   uint64_t gpuCapacity = 0;
   uint64_t cpuCapacity = 0;

@@ -16,7 +16,18 @@ namespace zinc::passes {
 /// What a pass may need besides the graph: the options of the whole
 /// compilation (hardware description, budgets, ZeRO stage...). It grows
 /// with the passes that read it.
+/// --ranks and --zero-stage: data parallelism (the partition pass).
+struct ZeroOptions {
+  unsigned ranks = 1;
+  /// 0: every rank holds everything, gradients are all-reduced; 1: the
+  /// optimizer states and fp32 master weights are sharded; 2: the
+  /// gradients too; 3: the parameters too.
+  unsigned stage = 0;
+};
+
 struct PassContext {
+  /// partition: ranks and ZeRO stage.
+  ZeroOptions zero;
   /// build-training: loss, trainable set, optimizer; mixed-precision:
   /// precision and loss scaling.
   TrainingOptions training;

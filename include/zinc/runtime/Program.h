@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+namespace zinc::comm {
+class Communicator;
+}
+
 namespace zinc::rt {
 
 /// One tier's memory: a single anonymous mapping made at start-up, page
@@ -115,6 +119,10 @@ struct LoadOptions {
   std::function<void(llvm::StringRef)> warn;
   /// Block size, queue depth and validation of the NVMe tier's I/O.
   NvmeIoOptions nvmeIo;
+  /// The ranks' communicator (zinc-run under mpirun), or null for one
+  /// rank: shards load this rank's share, collectives run over it. The
+  /// plan's rank count must be its size.
+  comm::Communicator *comm = nullptr;
 };
 
 /// Where a tensor lives.
@@ -150,6 +158,10 @@ public:
   const Arena &cpuArena() const { return cpu; }
   /// The NVMe tier, or null when the plan keeps nothing there.
   NvmeStore *nvme() const { return nvmeStore.get(); }
+  /// The ranks' communicator, or null for one rank.
+  comm::Communicator *communicator() const { return comm; }
+  unsigned rank() const;
+  unsigned ranks() const;
   /// Staging for NVMe transfers that cannot go direct (kIoAlignment-aligned).
   uint8_t *bounceBuffer() const { return bounce.base(); }
 
@@ -183,7 +195,12 @@ private:
   std::vector<cpu::TensorRef> tensors;
   std::vector<TensorPlace> places;
   std::vector<PreparedInstruction> prepared;
+  comm::Communicator *comm = nullptr;
 };
+
+/// The plan's rank count against the ranks started (LoadOptions::comm),
+/// with what to do about a mismatch.
+llvm::Error checkRanks(const plan::Plan &plan, const LoadOptions &opts);
 
 /// "the plan keeps N bytes in the NVMe tier; give --nvme-dir=DIR" when the
 /// plan has NVMe tensors and `opts` names no directory.

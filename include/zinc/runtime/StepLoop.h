@@ -49,6 +49,11 @@ struct StepReport {
   uint64_t measuredCpuPeak = 0;
   /// Bytes each link moved this step.
   TransferBytes bytes;
+  /// Bytes this rank's collectives carried this step (Communicator.h).
+  uint64_t allgatherBytes = 0, reduceScatterBytes = 0, allreduceBytes = 0;
+  /// Whether this process writes the run's files and prints its steps:
+  /// rank 0 of several (every rank gets onStep).
+  bool reporting = true;
   /// The NVMe tier's measured traffic this step, when the plan has one
   /// (--metrics "nvme_io").
   llvm::Optional<NvmeIoStats> nvmeIo;
@@ -60,7 +65,10 @@ struct StepReport {
 
 /// Runs `opts.steps` steps: feeds inputs (data slice `i mod len`, or seeded
 /// synthetic values), executes, reports each step to `onStep`, and writes
-/// the metrics, outputs, weights and trace files asked for.
+/// the metrics, outputs, weights and trace files asked for. With several
+/// ranks, each takes its 1/N of the batch the data file holds per step,
+/// the loss reported is the ranks' mean, and rank 0 writes the files (the
+/// weights gathered from every rank's shards).
 llvm::Error runSteps(Program &program, const RunOptions &opts,
                      llvm::function_ref<void(const StepReport &)> onStep);
 

@@ -15,11 +15,13 @@ namespace zinc::rt {
 /// with an initializer (a parameter's compute-precision copy) gets the fp32
 /// initializer rounded to its dtype. `loaded`, when given, runs after each
 /// tensor's bytes are in its buffer (the NVMe tier stages them through one
-/// host buffer and writes each out there).
+/// host buffer and writes each out there). A shard (Tensor.shard_of) gets
+/// rank `rank`'s share of its initializer.
 llvm::Error
 loadInitializers(const plan::Plan &plan,
                  llvm::function_ref<cpu::TensorRef &(int)> tensorOf,
-                 llvm::function_ref<llvm::Error(int)> loaded = nullptr);
+                 llvm::function_ref<llvm::Error(int)> loaded = nullptr,
+                 unsigned rank = 0);
 
 } // namespace zinc::rt
 

@@ -80,7 +80,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
             "unknown pass 'tile-everything'; valid passes: fuse-gelu, tile, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fuse-bias, concat-in-place, dce, "
-            "checkpoint, schedule, "
+            "checkpoint, partition, schedule, "
             "place, insert-transfers, spill, allocate");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
   EXPECT_EQ(message(pm.parsePipeline("dce,,dce")),
@@ -210,7 +210,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
             "unknown pass 'nope' to print after; valid passes: fuse-gelu, tile, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fuse-bias, concat-in-place, dce, "
-            "checkpoint, schedule, "
+            "checkpoint, partition, schedule, "
             "place, insert-transfers, spill, allocate");
 }
 

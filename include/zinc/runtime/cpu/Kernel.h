@@ -12,6 +12,10 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 
+namespace zinc::comm {
+class Communicator;
+}
+
 namespace zinc::cpu {
 
 /// A tensor a kernel reads or writes: the plan fixes dtype and shape, the
@@ -90,6 +94,9 @@ struct KernelCall {
   uint64_t seed = 0;
   /// The call's scratch memory; null gives it none.
   Workspace *workspace = nullptr;
+  /// The ranks' communicator (collectives, and this rank's shard); null
+  /// for a single rank.
+  comm::Communicator *comm = nullptr;
 
   TensorRef *output(size_t i) const {
     return i < outputs.size() ? outputs[i] : nullptr;

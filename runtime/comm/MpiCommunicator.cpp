@@ -1,0 +1,263 @@
+//===- MpiCommunicator.cpp - Collectives over MPI, with timeouts ----------===//
+//
+// The cpu backend's collectives: MPI_COMM_WORLD, as mpirun or srun started
+// it. Each collective is issued non-blocking and polled, so a rank whose
+// peer died (or hangs) gives up after the timeout with a diagnostic naming
+// the collective, instead of waiting forever; zinc-run then aborts the job.
+// f16 and bf16 are reduced by user-defined ops (MPI has no half types),
+// rounding once per rank combined, as NCCL does.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/runtime/comm/Communicator.h"
+#include "zinc/support/Error.h"
+#include "zinc/support/Float16.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <mpi.h>
+#include <thread>
+#include <vector>
+
+namespace zinc::comm {
+namespace {
+
+template <float (*Load)(uint16_t), uint16_t (*Store)(float), bool Max>
+void reduceHalves(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = Load(a[i]), y = Load(b[i]);
+    b[i] = Store(Max ? (x > y || x != x ? x : y) : x + y);
+  }
+}
+
+std::string mpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, length);
+}
+
+class MpiCommunicator : public Communicator {
+public:
+  explicit MpiCommunicator(double timeoutSeconds) : timeout(timeoutSeconds) {}
+
+  llvm::Error init() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      // The collective stream's thread issues collectives while the main
+      // thread waits; the step loop's own calls come between steps.
+      if (int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided))
+        return makeError("MPI_Init_thread failed: " + mpiErrorText(rc));
+      if (provided < MPI_THREAD_SERIALIZED)
+        return makeError("this MPI library cannot be called from more than one thread "
+                         "(MPI_THREAD_SERIALIZED); zinc-run needs it");
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int r = 0, n = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    myRank = static_cast<unsigned>(r);
+    worldSize = static_cast<unsigned>(n);
+    MPI_Op_create(&reduceHalves<halfToFloat, floatToHalf, false>, 1, &halfSum);
+    MPI_Op_create(&reduceHalves<halfToFloat, floatToHalf, true>, 1, &halfMax);
+    MPI_Op_create(&reduceHalves<bf16ToFloat, floatToBf16, false>, 1, &bf16Sum);
+    MPI_Op_create(&reduceHalves<bf16ToFloat, floatToBf16, true>, 1, &bf16Max);
+    return llvm::Error::success();
+  }
+
+  unsigned rank() const override { return myRank; }
+  unsigned size() const override { return worldSize; }
+  llvm::StringRef kind() const override { return "MPI"; }
+
+  llvm::Error allReduce(void *data, int64_t count, DType dtype, ReduceOp op,
+                        llvm::StringRef what) override {
+    auto type = typeOf(dtype, op, what);
+    if (!type)
+      return type.takeError();
+    if (auto err = fitsInt(count, what))
+      return err;
+    MPI_Request req;
+    if (int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), type->first,
+                                type->second, MPI_COMM_WORLD, &req))
+      return failed(rc, what);
+    if (auto err = wait(req, what))
+      return err;
+    if (op == ReduceOp::Mean)
+      scale(data, count, dtype);
+    bytes().allreduce += count * dtypeSize(dtype);
+    return llvm::Error::success();
+  }
+
+  llvm::Error allGather(const void *shard, void *whole, int64_t count, int64_t shardCount,
+                        DType dtype, llvm::StringRef what) override {
+    if (auto err = fitsInt(count, what))
+      return err;
+    std::vector<int> counts, displs;
+    layout(count, shardCount, counts, displs);
+    MPI_Datatype type = bytesOf(dtype);
+    MPI_Request req;
+    if (int rc = MPI_Iallgatherv(shard, counts[myRank], type, whole, counts.data(),
+                                 displs.data(), type, MPI_COMM_WORLD, &req))
+      return failed(rc, what);
+    if (auto err = wait(req, what))
+      return err;
+    bytes().allgather += count * dtypeSize(dtype);
+    return llvm::Error::success();
+  }
+
+  llvm::Error reduceScatter(const void *whole, void *shard, int64_t count,
+                            int64_t shardCount, DType dtype, ReduceOp op,
+                            llvm::StringRef what) override {
+    auto type = typeOf(dtype, op, what);
+    if (!type)
+      return type.takeError();
+    if (auto err = fitsInt(count, what))
+      return err;
+    std::vector<int> counts, displs;
+    layout(count, shardCount, counts, displs);
+    MPI_Request req;
+    if (int rc = MPI_Ireduce_scatter(whole, shard, counts.data(), type->first, type->second,
+                                     MPI_COMM_WORLD, &req))
+      return failed(rc, what);
+    if (auto err = wait(req, what))
+      return err;
+    int64_t mine = counts[myRank];
+    if (op == ReduceOp::Mean)
+      scale(shard, mine, dtype);
+    size_t e = dtypeSize(dtype);
+    std::memset(static_cast<uint8_t *>(shard) + mine * e, 0, (shardCount - mine) * e);
+    bytes().reduceScatter += count * e;
+    return llvm::Error::success();
+  }
+
+private:
+  void layout(int64_t count, int64_t shardCount, std::vector<int> &counts,
+              std::vector<int> &displs) const {
+    for (unsigned r = 0; r < worldSize; ++r) {
+      counts.push_back(static_cast<int>(ownedElements(count, shardCount, r)));
+      displs.push_back(static_cast<int>(std::min<int64_t>(count, shardCount * r)));
+    }
+  }
+
+  static llvm::Error fitsInt(int64_t count, llvm::StringRef what) {
+    if (count > INT_MAX)
+      return makeError(what + ": " + llvm::Twine(count) +
+                       " elements are more than one MPI collective carries (2^31 - 1)");
+    return llvm::Error::success();
+  }
+
+  static MPI_Datatype bytesOf(DType dtype) {
+    switch (dtypeSize(dtype)) {
+    case 1: return MPI_UINT8_T;
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    default: return MPI_UINT64_T;
+    }
+  }
+
+  llvm::Expected<std::pair<MPI_Datatype, MPI_Op>> typeOf(DType dtype, ReduceOp op,
+                                                         llvm::StringRef what) const {
+    bool max = op == ReduceOp::Max;
+    switch (dtype) {
+    case DType::F32: return std::make_pair(MPI_FLOAT, max ? MPI_MAX : MPI_SUM);
+    case DType::F64: return std::make_pair(MPI_DOUBLE, max ? MPI_MAX : MPI_SUM);
+    case DType::F16: return std::make_pair(MPI_UINT16_T, max ? halfMax : halfSum);
+    case DType::BF16: return std::make_pair(MPI_UINT16_T, max ? bf16Max : bf16Sum);
+    default:
+      return makeError(what + ": cannot reduce " + dtypeName(dtype) + " tensors");
+    }
+  }
+
+  /// Mean = sum / ranks.
+  void scale(void *data, int64_t count, DType dtype) const {
+    float inv = 1.0f / static_cast<float>(worldSize);
+    switch (dtype) {
+    case DType::F32:
+      for (int64_t i = 0; i < count; ++i)
+        static_cast<float *>(data)[i] *= inv;
+      break;
+    case DType::F64:
+      for (int64_t i = 0; i < count; ++i)
+        static_cast<double *>(data)[i] /= worldSize;
+      break;
+    case DType::F16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t &h = static_cast<uint16_t *>(data)[i];
+        h = floatToHalf(halfToFloat(h) * inv);
+      }
+      break;
+    case DType::BF16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t &h = static_cast<uint16_t *>(data)[i];
+        h = floatToBf16(bf16ToFloat(h) * inv);
+      }
+      break;
+    default:
+      break;
+    }
+  }
+
+  llvm::Error failed(int rc, llvm::StringRef what) const {
+    return makeError("rank " + llvm::Twine(myRank) + ": " + what + " failed: " +
+                     mpiErrorText(rc));
+  }
+
+  /// Polls until `req` completes, yielding the core when it takes long (the
+  /// ranks may share cores), or gives up after the timeout.
+  llvm::Error wait(MPI_Request &req, llvm::StringRef what) const {
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
+    for (unsigned spins = 0;; ++spins) {
+      int done = 0;
+      if (int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE))
+        return failed(rc, what);
+      if (done)
+        return llvm::Error::success();
+      if (spins < 256)
+        continue;
+      double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited > timeout)
+        return makeError(llvm::formatv("rank {0}: {1} timed out after {2:f1} s waiting "
+                                       "for the other ranks (did one of the {3} ranks "
+                                       "die or stop?)",
+                                       myRank, what, waited, worldSize)
+                             .str());
+      if (spins < 4096)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  double timeout;
+  unsigned myRank = 0, worldSize = 1;
+  MPI_Op halfSum = MPI_OP_NULL, halfMax = MPI_OP_NULL;
+  MPI_Op bf16Sum = MPI_OP_NULL, bf16Max = MPI_OP_NULL;
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<Communicator>> createMpiCommunicator(double timeoutSeconds) {
+  auto comm = std::make_unique<MpiCommunicator>(timeoutSeconds);
+  if (auto err = comm->init())
+    return std::move(err);
+  return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+void finishMpi(bool failed) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return;
+  if (failed)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  else
+    MPI_Finalize();
+}
+
+} // namespace zinc::comm
