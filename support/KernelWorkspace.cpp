@@ -390,6 +390,13 @@ uint64_t kernelWorkspaceBytes(llvm::StringRef domain, llvm::StringRef op,
   }
   if (domain != "zinc")
     return 0;
+  if (op == "AllReduce" || op == "ReduceScatter") {
+    // 16-bit sums and means go through f32 a chunk at a time.
+    const KernelOperand *x = operand(ins, 0);
+    if (!x || !isFloat16(x->dtype) || attrs.getString("op", "sum") == "max")
+      return 0;
+    return piece(std::min<int64_t>(elements(x), kCollectiveChunkElements), 4);
+  }
   if (op.startswith("Conv"))
     return convBytes(op, ins, outs, attrs);
   if (op == "FusedMatMul" || op == "FusedMatMulInto")

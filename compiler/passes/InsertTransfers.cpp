@@ -71,9 +71,14 @@ public:
       for (ir::Value *in : n->inputs)
         if (in)
           lastUse[in] = n;
-      // In-place updates make every other copy of the operand stale.
+      // In-place updates make every other copy of the operand stale; the
+      // copy the node wrote is new from here on, so a copy made of it for a
+      // later user (a GPU copy of a host-updated master) waits for it.
       for (ir::Value *home : written)
         noteWritten(home, n);
+      for (unsigned i = 0; i < n->inputs.size(); ++i)
+        if (n->inputs[i] && n->writesInput(i))
+          lastWriter[n->inputs[i]] = n;
     }
     return llvm::Error::success();
   }

@@ -72,11 +72,19 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
   }
 
   // The weights compute reads: the master itself, its mixed-precision copy,
-  // or a new copy in the params tier.
+  // or a new copy in the params tier. Readers after the update (ZeRO's
+  // rebuild of the compute weights from the updated shards) read what the
+  // update just wrote, wherever it is; the others need it in the params tier.
+  llvm::DenseMap<const ir::Node *, size_t> ordinal;
+  for (ir::Node *n : g.nodes())
+    ordinal[n] = ordinal.size();
   for (ir::Node *opt : optimizers) {
     ir::Value *master = opt->inputs[0];
+    // Stage 3 of ZeRO gathers the master itself on the collective stream:
+    // that is compute reading it too.
     bool readByCompute = llvm::any_of(usersOf(*master), [&](ir::Node *n) {
-      return n != opt && n->stream == ir::Stream::Compute;
+      return n != opt && ordinal.lookup(n) < ordinal.lookup(opt) &&
+             (n->stream == ir::Stream::Compute || n->stream == ir::Stream::Collective);
     });
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
       if (in && in->role == ir::ValueRole::State && usersOf(*in).size() > 1 &&
@@ -87,15 +95,25 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
     ir::Value *copy = g.addValue(g.uniqueValueName(master->name + "." + ir::tierName(mem.paramsTier).str()),
                                  master->dtype, master->shape, ir::ValueRole::State);
     copy->init = master->init; // Loaded with the same initial weights.
+    copy->shardOf = master->shardOf;
     copy->tier = mem.paramsTier;
     for (ir::Node *user : usersOf(*master))
-      if (user != opt)
+      if (user != opt && ordinal.lookup(user) < ordinal.lookup(opt))
         user->replaceUsesOfWith(master, copy);
     g.insertNode(g.nextNode(opt), "CopyInto",
                  g.uniqueNodeName(master->name + "/refresh"), {master, copy}, {},
                  {}, "zinc");
     changed = true;
   }
+  // Compute weights no update writes itself (ZeRO stages 1 and 2 rebuild
+  // them whole from the ranks' updated shards) live with the others.
+  for (const auto &v : g.values())
+    if (v->role == ir::ValueRole::State && v->init && !masters.count(v.get()) &&
+        llvm::none_of(usersOf(*v), [](ir::Node *n) { return isOptimizerNode(*n); }) &&
+        v->tier != mem.paramsTier) {
+      v->tier = mem.paramsTier;
+      changed = true;
+    }
   // Weights nobody trains (frozen) live with the compute weights.
   for (const auto &v : g.values())
     if (v->role == ir::ValueRole::Parameter && !masters.count(v.get()) &&

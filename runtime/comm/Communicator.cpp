@@ -24,8 +24,8 @@ public:
   unsigned size() const override { return 1; }
   llvm::StringRef kind() const override { return "one rank"; }
 
-  llvm::Error allReduce(void *, int64_t count, DType dtype, ReduceOp,
-                        llvm::StringRef) override {
+  llvm::Error allReduce(void *, int64_t count, DType dtype, ReduceOp, llvm::StringRef,
+                        llvm::MutableArrayRef<float>) override {
     bytes().allreduce += count * dtypeSize(dtype);
     return llvm::Error::success();
   }
@@ -37,7 +37,7 @@ public:
   }
   llvm::Error reduceScatter(const void *whole, void *shard, int64_t count,
                             int64_t shardCount, DType dtype, ReduceOp,
-                            llvm::StringRef) override {
+                            llvm::StringRef, llvm::MutableArrayRef<float>) override {
     size_t e = dtypeSize(dtype);
     std::memmove(shard, whole, count * e);
     std::memset(static_cast<uint8_t *>(shard) + count * e, 0, (shardCount - count) * e);

@@ -74,7 +74,13 @@ public:
   llvm::StringRef kind() const override { return "MPI"; }
 
   llvm::Error allReduce(void *data, int64_t count, DType dtype, ReduceOp op,
-                        llvm::StringRef what) override {
+                        llvm::StringRef what, llvm::MutableArrayRef<float> scratch) override {
+    if (isHalf(dtype) && op != ReduceOp::Max) {
+      if (auto err = allReduceWidened(data, count, dtype, op, what, scratch))
+        return err;
+      bytes().allreduce += count * dtypeSize(dtype);
+      return llvm::Error::success();
+    }
     auto type = typeOf(dtype, op, what);
     if (!type)
       return type.takeError();
@@ -111,30 +117,105 @@ public:
 
   llvm::Error reduceScatter(const void *whole, void *shard, int64_t count,
                             int64_t shardCount, DType dtype, ReduceOp op,
-                            llvm::StringRef what) override {
-    auto type = typeOf(dtype, op, what);
-    if (!type)
-      return type.takeError();
-    if (auto err = fitsInt(count, what))
-      return err;
-    std::vector<int> counts, displs;
-    layout(count, shardCount, counts, displs);
-    MPI_Request req;
-    if (int rc = MPI_Ireduce_scatter(whole, shard, counts.data(), type->first, type->second,
-                                     MPI_COMM_WORLD, &req))
-      return failed(rc, what);
-    if (auto err = wait(req, what))
-      return err;
-    int64_t mine = counts[myRank];
-    if (op == ReduceOp::Mean)
-      scale(shard, mine, dtype);
+                            llvm::StringRef what, llvm::MutableArrayRef<float> scratch) override {
     size_t e = dtypeSize(dtype);
+    int64_t mine = ownedElements(count, shardCount, myRank);
+    if (isHalf(dtype) && op != ReduceOp::Max) {
+      if (auto err = reduceScatterWidened(whole, shard, count, shardCount, dtype, op, what,
+                                          scratch))
+        return err;
+    } else {
+      auto type = typeOf(dtype, op, what);
+      if (!type)
+        return type.takeError();
+      if (auto err = fitsInt(count, what))
+        return err;
+      std::vector<int> counts, displs;
+      layout(count, shardCount, counts, displs);
+      MPI_Request req;
+      if (int rc = MPI_Ireduce_scatter(whole, shard, counts.data(), type->first,
+                                       type->second, MPI_COMM_WORLD, &req))
+        return failed(rc, what);
+      if (auto err = wait(req, what))
+        return err;
+      if (op == ReduceOp::Mean)
+        scale(shard, mine, dtype);
+    }
     std::memset(static_cast<uint8_t *>(shard) + mine * e, 0, (shardCount - mine) * e);
     bytes().reduceScatter += count * e;
     return llvm::Error::success();
   }
 
 private:
+  static bool isHalf(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
+
+  static float load(DType dtype, const void *data, int64_t i) {
+    uint16_t bits = static_cast<const uint16_t *>(data)[i];
+    return dtype == DType::F16 ? halfToFloat(bits) : bf16ToFloat(bits);
+  }
+  static void store(DType dtype, void *data, int64_t i, float v) {
+    static_cast<uint16_t *>(data)[i] = dtype == DType::F16 ? floatToHalf(v) : floatToBf16(v);
+  }
+
+  static llvm::Error noScratch(llvm::StringRef what) {
+    return makeError(what + ": no f32 workspace for a 16-bit reduction (the plan gives "
+                            "the collective stream too little)");
+  }
+
+  /// A 16-bit sum or mean in f32, a scratch-sized chunk at a time.
+  llvm::Error allReduceWidened(void *data, int64_t count, DType dtype, ReduceOp op,
+                               llvm::StringRef what, llvm::MutableArrayRef<float> scratch) {
+    if (scratch.empty() && count)
+      return noScratch(what);
+    float factor = op == ReduceOp::Mean ? 1.0f / static_cast<float>(worldSize) : 1.0f;
+    for (int64_t begin = 0; begin < count; begin += scratch.size()) {
+      int64_t n = std::min<int64_t>(scratch.size(), count - begin);
+      for (int64_t i = 0; i < n; ++i)
+        scratch[i] = load(dtype, data, begin + i);
+      MPI_Request req;
+      if (int rc = MPI_Iallreduce(MPI_IN_PLACE, scratch.data(), static_cast<int>(n),
+                                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req))
+        return failed(rc, what);
+      if (auto err = wait(req, what))
+        return err;
+      for (int64_t i = 0; i < n; ++i)
+        store(dtype, data, begin + i, scratch[i] * factor);
+    }
+    return llvm::Error::success();
+  }
+
+  /// A 16-bit reduce-scatter in f32: each rank's shard is reduced to it, a
+  /// scratch-sized chunk at a time.
+  llvm::Error reduceScatterWidened(const void *whole, void *shard, int64_t count,
+                                   int64_t shardCount, DType dtype, ReduceOp op,
+                                   llvm::StringRef what,
+                                   llvm::MutableArrayRef<float> scratch) {
+    if (scratch.empty() && count)
+      return noScratch(what);
+    float factor = op == ReduceOp::Mean ? 1.0f / static_cast<float>(worldSize) : 1.0f;
+    for (unsigned root = 0; root < worldSize; ++root) {
+      int64_t owned = ownedElements(count, shardCount, root);
+      int64_t first = shardCount * root;
+      for (int64_t begin = 0; begin < owned; begin += scratch.size()) {
+        int64_t n = std::min<int64_t>(scratch.size(), owned - begin);
+        for (int64_t i = 0; i < n; ++i)
+          scratch[i] = load(dtype, whole, first + begin + i);
+        bool mine = root == myRank;
+        MPI_Request req;
+        if (int rc = MPI_Ireduce(mine ? MPI_IN_PLACE : scratch.data(), scratch.data(),
+                                 static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                                 static_cast<int>(root), MPI_COMM_WORLD, &req))
+          return failed(rc, what);
+        if (auto err = wait(req, what))
+          return err;
+        if (mine)
+          for (int64_t i = 0; i < n; ++i)
+            store(dtype, shard, begin + i, scratch[i] * factor);
+      }
+    }
+    return llvm::Error::success();
+  }
+
   void layout(int64_t count, int64_t shardCount, std::vector<int> &counts,
               std::vector<int> &displs) const {
     for (unsigned r = 0; r < worldSize; ++r) {

@@ -21,10 +21,11 @@ static bool isScalar(const TensorRef *t, DType dtype) {
 
 /// LossScale(scale) -> seed: the loss gradient, the current scale.
 llvm::Error runLossScale(const KernelCall &call) {
-  const TensorRef *scale = call.input(0);
+  TensorRef *scale = call.updated(0);
   TensorRef *seed = call.output(0);
   if (!isScalar(scale, DType::F32) || !seed || seed->numElements() != 1)
-    return makeError("LossScale expects the scale f32[] and one output element");
+    return makeError("LossScale expects the scale f32[] (declared written) and one "
+                     "output element");
   float &s = *scale->as<float>();
   if (s == 0)
     s = static_cast<float>(call.attrs.getFloat("init_scale", 65536.0));

@@ -63,6 +63,11 @@ inline int64_t convLinesPerTile(int64_t rows, int64_t len, int64_t lines) {
                              1, std::max<int64_t>(lines, 1));
 }
 
+/// Collectives reduce 16-bit floats in f32 (a sum of two scaled fp16
+/// gradients may pass 65504 when their mean does not), this many elements
+/// at a time: at most 4 MiB of workspace.
+constexpr int64_t kCollectiveChunkElements = int64_t(1) << 20;
+
 /// Bytes of workspace the cpu kernel of `domain`.`op` takes for one call
 /// with these operands and attributes: the sum of its pieces, each rounded
 /// by workspacePiece; 0 for most kernels. An upper bound where the shapes

@@ -8,6 +8,7 @@
 #include "Kernels.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/KernelWorkspace.h"
 #include <cstring>
 
 namespace zinc::cpu {
@@ -39,6 +40,21 @@ llvm::Expected<comm::ReduceOp> reduceOpOf(const KernelCall &call) {
   return comm::parseReduceOp(call.attrs.getString("op", "sum"));
 }
 
+/// The f32 scratch of a 16-bit sum or mean (KernelWorkspace.cpp sizes it).
+llvm::Expected<llvm::MutableArrayRef<float>> reductionScratch(const KernelCall &call,
+                                                             const TensorRef &x,
+                                                             comm::ReduceOp op) {
+  bool widened = (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
+                 op != comm::ReduceOp::Max;
+  if (!widened || !x.numElements())
+    return llvm::MutableArrayRef<float>();
+  int64_t n = std::min<int64_t>(x.numElements(), kCollectiveChunkElements);
+  auto scratch = call.scratch<float>(n);
+  if (!scratch)
+    return scratch.takeError();
+  return llvm::MutableArrayRef<float>(*scratch, n);
+}
+
 } // namespace
 
 llvm::Error runAllReduce(const KernelCall &call) {
@@ -50,7 +66,11 @@ llvm::Error runAllReduce(const KernelCall &call) {
     return op.takeError();
   if (!call.comm)
     return llvm::Error::success();
-  return call.comm->allReduce(x->data, x->numElements(), x->dtype, *op, describe(call));
+  auto scratch = reductionScratch(call, *x, *op);
+  if (!scratch)
+    return scratch.takeError();
+  return call.comm->allReduce(x->data, x->numElements(), x->dtype, *op, describe(call),
+                              *scratch);
 }
 
 llvm::Error runReduceScatter(const KernelCall &call) {
@@ -65,9 +85,12 @@ llvm::Error runReduceScatter(const KernelCall &call) {
     std::memcpy(shard->data, whole->data, whole->byteSize());
     return llvm::Error::success();
   }
+  auto scratch = reductionScratch(call, *whole, *op);
+  if (!scratch)
+    return scratch.takeError();
   return call.comm->reduceScatter(whole->data, shard->data, whole->numElements(),
                                   shard->numElements(), whole->dtype, *op,
-                                  describe(call));
+                                  describe(call), *scratch);
 }
 
 llvm::Error runAllGather(const KernelCall &call) {

@@ -35,7 +35,16 @@ TEST(OpEffects, TheOverflowCheckWritesOnlyItsFlag) {
   // (found_inf, scale, grads...): the gradients are read.
   EXPECT_EQ(written("CheckFiniteGrads", 40), (std::vector<unsigned>{0}));
   EXPECT_EQ(written("UpdateLossScale", 4), (std::vector<unsigned>{0, 1, 3}));
-  EXPECT_EQ(written("LossScale", 1), (std::vector<unsigned>{}));
+  // The first step starts the scale (0 until then) in place: a host
+  // update's copy of the scale must come after it.
+  EXPECT_EQ(written("LossScale", 1), (std::vector<unsigned>{0}));
+}
+
+TEST(OpEffects, Collectives) {
+  EXPECT_EQ(written("AllReduce", 1), (std::vector<unsigned>{0}));
+  EXPECT_EQ(written("ReduceScatter", 1), (std::vector<unsigned>{}));
+  EXPECT_EQ(written("AllGather", 1), (std::vector<unsigned>{}));
+  EXPECT_EQ(written("ShardOf", 1), (std::vector<unsigned>{}));
 }
 
 TEST(OpEffects, TransfersAndGradients) {

@@ -14,6 +14,7 @@
 #define ZINC_RUNTIME_COMM_COMMUNICATOR_H
 
 #include "zinc/support/DType.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <algorithm>
@@ -61,9 +62,12 @@ public:
   virtual llvm::StringRef kind() const = 0;
 
   /// `data` (count elements) becomes the reduction over ranks. `what`
-  /// names the collective in diagnostics.
+  /// names the collective in diagnostics. 16-bit sums and means are taken
+  /// in f32 through `scratch` (kCollectiveChunkElements at most, the
+  /// kernel's workspace), a chunk at a time.
   virtual llvm::Error allReduce(void *data, int64_t count, DType dtype, ReduceOp op,
-                                llvm::StringRef what) = 0;
+                                llvm::StringRef what,
+                                llvm::MutableArrayRef<float> scratch = {}) = 0;
   /// `whole` (count elements) gets every rank's shard; this rank's comes
   /// from `shard` (ownedElements of it are read).
   virtual llvm::Error allGather(const void *shard, void *whole, int64_t count,
@@ -72,7 +76,8 @@ public:
   /// of every rank's `whole` (count elements); its padding is zeroed.
   virtual llvm::Error reduceScatter(const void *whole, void *shard, int64_t count,
                                     int64_t shardCount, DType dtype, ReduceOp op,
-                                    llvm::StringRef what) = 0;
+                                    llvm::StringRef what,
+                                    llvm::MutableArrayRef<float> scratch = {}) = 0;
 
   CollectiveBytes &bytes() { return counters; }
 
