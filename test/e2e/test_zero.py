@@ -1,0 +1,254 @@
+"""End-to-end: ZeRO data parallelism over two ranks on the cpu backend.
+
+The GPT example's decoder, exported as users export for training (training
+mode, dynamic batch and sequence axes), is trained 4 steps on batches of 4:
+
+  reference: one rank, --dim batch=4 (zinc-run alone);
+  ZeRO:      two ranks, --dim batch=2 --ranks=2 (mpirun -np 2 zinc-run),
+             each rank taking its half of every batch of the data file,
+
+at ZeRO stages 0, 1, 2 and 3; each stage with every tier on the GPU, with
+the optimizer on NVMe and the parameters on the CPU, and with tiling forced
+(--tile=2). In fp32 every step's loss (the ranks' mean) matches the
+one-rank run's within 1e-5 relative, and the saved weights (gathered from
+the ranks' shards) match its weights. The one-rank run itself tracks
+PyTorch (test_train_vs_pytorch.py checks that in depth; here the losses).
+In fp16 the four stages agree with each other bit for bit (the same
+reductions, in f32, whatever shards they are split into).
+
+The collective counters of --metrics show what each stage moves; a plan
+for two ranks refuses one rank and vice versa; a data file holding one
+rank's batch is refused with the batch it needs; and when one rank is
+killed mid-run, the other stops with a diagnostic instead of hanging.
+
+Run: ZINC_BUILD_DIR=/path/to/build /usr/bin/python3 -m unittest discover -s test/e2e -p test_zero.py
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
+from harness import LOSS_RTOL, run_tool, tools  # noqa: E402
+import models  # noqa: E402
+import safetensors_io  # noqa: E402
+
+STEPS = 4
+BATCH = 4
+RANKS = 2
+ZERO_RTOL = 1e-5
+WEIGHT_RTOL = 1e-3
+TIMEOUT = 300
+
+
+def mpirun():
+    """mpirun with what CI allows: more ranks than cores, and root."""
+    exe = shutil.which("mpirun")
+    if not exe:
+        raise unittest.SkipTest("mpirun is not installed (openmpi-bin)")
+    argv = [exe, "--oversubscribe"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    return argv + ["-np", str(RANKS)]
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class ZeroTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.zinc_compile, cls.zinc_run = tools()
+        cls.mpirun = mpirun()
+        cls.tmp = tempfile.mkdtemp(prefix="zinc-zero-")
+        torch.manual_seed(0)
+        model, data = models.build("gpt")
+        cls.model = model
+        cls.data = {k: np.ascontiguousarray(v[:STEPS]) for k, v in data.items()}
+        cls.onnx = cls.path("gpt.onnx")
+        models.export_training(model, cls.data, 17, cls.onnx)
+        cls.datafile = cls.path("data.safetensors")
+        safetensors_io.save_file(cls.data, cls.datafile)
+        cls.reference = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.tmp, name)
+
+    def compile_plan(self, name, batch, *flags):
+        plan = self.path(name + ".zplan")
+        run_tool([self.zinc_compile, self.onnx, "--dim", "batch=%d" % batch, "--dim", "seq=32",
+                  "-o", plan, "--report=" + self.path(name + ".json")] + list(flags))
+        with open(self.path(name + ".json")) as f:
+            return plan, json.load(f)
+
+    def train(self, name, plan, ranks):
+        """(per-step metrics, saved weights) of STEPS steps of `plan`."""
+        nvme = self.path(name + ".nvme")
+        os.makedirs(nvme, exist_ok=True)
+        argv = [self.zinc_run, plan, "--steps=%d" % STEPS, "--data=" + self.datafile,
+                "--nvme-dir=" + nvme, "--metrics=" + self.path(name + ".jsonl"),
+                "--save-weights=" + self.path(name + ".safetensors"),
+                "--collective-timeout=60"]
+        run_tool(self.mpirun + argv if ranks > 1 else argv)
+        return (read_metrics(self.path(name + ".jsonl")),
+                safetensors_io.load_file(self.path(name + ".safetensors")))
+
+    def one_rank(self, precision):
+        if precision not in self.reference:
+            plan, _ = self.compile_plan("ref-" + precision, BATCH,
+                                        "--precision=" + precision)
+            self.reference[precision] = self.train("ref-" + precision, plan, 1)
+        return self.reference[precision]
+
+    def assert_same_training(self, want, got, rtol, what):
+        want_metrics, want_weights = want
+        got_metrics, got_weights = got
+        self.assertEqual([m["step"] for m in got_metrics], list(range(STEPS)), what)
+        for w, g in zip(want_metrics, got_metrics):
+            self.assertLessEqual(abs(g["loss"] - w["loss"]), rtol * abs(w["loss"]),
+                                 "%s: step %d loss %r, one rank %r"
+                                 % (what, w["step"], g["loss"], w["loss"]))
+        # The weights gathered from the ranks' shards, whole and in place: a
+        # shard misplaced would be off by the weights' own size. (Not to
+        # rtol: Adam turns the rounding noise of a gradient that is zero in
+        # exact arithmetic, such as attention's key bias, into whole steps.)
+        self.assertEqual(sorted(got_weights), sorted(want_weights), what)
+        for name, w in want_weights.items():
+            g = got_weights[name]
+            self.assertEqual(g.shape, w.shape, "%s: %s" % (what, name))
+            scale = max(float(np.abs(w).max()), 1e-3)
+            self.assertLessEqual(float(np.abs(g - w).max()), WEIGHT_RTOL * scale,
+                                 "%s: weight %s" % (what, name))
+
+    def test_one_rank_tracks_pytorch(self):
+        metrics, _ = self.one_rank("fp32")
+        want = models.train_reference(self.model, self.data, steps=STEPS)
+        for step, (w, m) in enumerate(zip(want, metrics)):
+            self.assertLessEqual(abs(m["loss"] - w), LOSS_RTOL * abs(w), "step %d" % step)
+
+    def check_stages(self, extra, label):
+        want = self.one_rank("fp32")
+        for stage in range(4):
+            with self.subTest(stage=stage, config=label):
+                name = "zero%d-%s" % (stage, label)
+                plan, report = self.compile_plan(name, BATCH // RANKS, "--ranks=%d" % RANKS,
+                                                 "--zero-stage=%d" % stage, *extra)
+                self.assertEqual(report["config"]["ranks"], RANKS)
+                self.assertEqual(report["config"]["zero_stage"], stage)
+                got = self.train(name, plan, RANKS)
+                self.assert_same_training(want, got, ZERO_RTOL, name)
+                moved = got[0][-1]["bytes"]
+                if stage == 0:
+                    self.assertGreater(moved["allreduce"], 0, name)
+                    self.assertEqual(moved["allgather"] + moved["reduce_scatter"], 0, name)
+                if stage >= 1:
+                    self.assertGreater(moved["allgather"], 0, name)
+                if stage >= 2:
+                    self.assertGreater(moved["reduce_scatter"], 0, name)
+
+    def test_stages_on_the_gpu_tier(self):
+        self.check_stages([], "gpu")
+
+    def test_stages_with_nvme_optimizer_and_cpu_parameters(self):
+        self.check_stages(["--offload-optimizer=nvme", "--offload-params=cpu"], "offload")
+
+    def test_stages_with_tiling_forced(self):
+        self.check_stages(["--tile=2"], "tiled")
+
+    def test_fp16_stages_agree(self):
+        runs = []
+        for stage in range(4):
+            name = "fp16-zero%d" % stage
+            plan, _ = self.compile_plan(name, BATCH // RANKS, "--ranks=%d" % RANKS,
+                                        "--zero-stage=%d" % stage, "--precision=fp16")
+            runs.append(self.train(name, plan, RANKS))
+        for stage in range(1, 4):
+            self.assert_same_training(runs[0], runs[stage], 1e-7, "fp16 stage %d" % stage)
+
+    def test_rank_count_must_match_the_plan(self):
+        two, _ = self.compile_plan("two-ranks", BATCH // RANKS, "--ranks=%d" % RANKS)
+        proc = subprocess.run([self.zinc_run, two], capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("zinc-run: error: the plan was compiled for 2 ranks (--ranks=2): "
+                      "start it with mpirun -np 2", proc.stderr)
+        one, _ = self.compile_plan("one-rank", BATCH)
+        proc = subprocess.run(self.mpirun + [self.zinc_run, one], capture_output=True, text=True,
+                              timeout=TIMEOUT)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("zinc-run: error: the plan was compiled for 1 rank (--ranks=1) but 2 "
+                      "were started", proc.stderr)
+
+    def test_data_must_hold_every_ranks_batch(self):
+        plan, _ = self.compile_plan("batch-check", BATCH // RANKS, "--ranks=%d" % RANKS)
+        half = self.path("half.safetensors")
+        safetensors_io.save_file({k: np.ascontiguousarray(v[:, :BATCH // RANKS])
+                                  for k, v in self.data.items()}, half)
+        proc = subprocess.run(self.mpirun + [self.zinc_run, plan, "--data=" + half],
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("expected i64[steps,4,32] (the batch of all 2 ranks: each takes 2)",
+                      proc.stderr)
+
+    def test_compile_flag_errors(self):
+        for flags, message in ((["--ranks=0"], "--ranks must be between 1 and"),
+                               (["--zero-stage=4"], "--zero-stage must be 0, 1, 2 or 3, not 4")):
+            proc = subprocess.run([self.zinc_compile, self.onnx, "-o", self.path("bad.zplan"),
+                                   "--dim", "batch=2", "--dim", "seq=32"] + flags,
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+            self.assertEqual(proc.returncode, 1, flags)
+            self.assertIn("zinc-compile: error: " + message, proc.stderr)
+            self.assertFalse(os.path.exists(self.path("bad.zplan")))
+
+    def test_a_killed_rank_stops_the_other(self):
+        plan, _ = self.compile_plan("kill", BATCH // RANKS, "--ranks=%d" % RANKS,
+                                    "--zero-stage=3")
+        timeout = 10
+        proc = subprocess.Popen(self.mpirun + [self.zinc_run, plan, "--steps=100000000",
+                                               "--collective-timeout=%d" % timeout],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # Both ranks are stepping once rank 0 printed a few steps.
+            for _ in range(3):
+                line = proc.stdout.readline()
+                self.assertTrue(line.startswith("step "), line)
+            # The ranks, not mpirun (whose command line names them too).
+            ranks = subprocess.run(["pgrep", "-f", "^" + self.zinc_run + " " + plan],
+                                   capture_output=True, text=True).stdout.split()
+            self.assertEqual(len(ranks), RANKS, ranks)
+            os.kill(int(ranks[-1]), signal.SIGKILL)
+            started = time.monotonic()
+            _, err = proc.communicate(timeout=timeout + 60)
+            waited = time.monotonic() - started
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertLess(waited, timeout + 30)
+        # The survivor says why it stops: its collective timed out, or the
+        # launcher stopped it after noticing the death.
+        self.assertRegex(err, r"zinc-run: error: rank \d: (.* timed out after|stopped by "
+                              r"the launcher)")
+
+
+if __name__ == "__main__":
+    unittest.main()
