@@ -36,7 +36,8 @@ compile_scale-no-spill.json for that budget).
 Exit status 1 when any compile failed or timed out.
 
 Run: /usr/bin/python3 bench/compile_scale.py --build-dir build [--timeout 600]
-        [--budget a100-80g|no-spill|v100-fp16] [--only gpt-1t,nodes-100k] [--time-passes]
+        [--budget a100-80g|no-spill|v100-fp16|dgx2-zero3] [--ranks N]
+        [--only gpt-1t,nodes-100k] [--time-passes]
         [--quick] [--list] [--out FILE]
 """
 
@@ -77,8 +78,14 @@ OFFLOAD = ["--hw=dgx-a100-80g", "--cpu-mem=64TB", "--nvme-mem=64TB",
 # activation checkpointing are the compiler's (auto).
 V100_FP16 = ["--hw=dgx2-v100", "--nvme-mem=4TB", "--precision=fp16", "--optimizer=adam",
              "--offload-optimizer=nvme", "--offload-params=nvme"]
+# dgx2-zero3: issue 11's setting: DGX-2 V100 ranks (the preset's per-GPU
+# share of host memory and NVMe), fp16 with Adam, ZeRO stage 3 with the
+# optimizer states and parameters on NVMe; --ranks says how many (16: one
+# DGX-2; the report is per rank).
+DGX2_ZERO3 = ["--hw=dgx2-v100", "--precision=fp16", "--optimizer=adam", "--zero-stage=3",
+              "--offload-optimizer=nvme", "--offload-params=nvme"]
 BUDGETS = {"a100-80g": OFFLOAD, "no-spill": OFFLOAD + ["--gpu-mem=64TB"],
-           "v100-fp16": V100_FP16}
+           "v100-fp16": V100_FP16, "dgx2-zero3": DGX2_ZERO3}
 FLAGS = BUDGETS["a100-80g"]
 
 SCALING_LAYERS = [8, 16, 32, 64, 128, 256]
@@ -268,6 +275,11 @@ def report_summary(path):
     ac = dict(rep.get("activation_checkpointing", {}))
     ac["checkpoints"] = len(ac.get("checkpoints", []))
     return {"tiers": {t: v["peak"] for t, v in rep["per_rank"]["tiers"].items()},
+            "ranks": rep["config"]["ranks"],
+            "zero_stage": rep["config"]["zero_stage"],
+            "model_states_bytes": rep["per_rank"]["model_states_bytes"],
+            "predicted_collective_bytes_per_step":
+                rep.get("predicted_collective_bytes_per_step", {}),
             "tiling": rep.get("tiling", []),
             "activation_checkpointing": ac,
             "predicted_transfer_bytes_per_step": rep.get("predicted_transfer_bytes_per_step", {})}
@@ -377,6 +389,8 @@ def main(argv=None):
     ap.add_argument("--budget", choices=sorted(BUDGETS), default="a100-80g",
                     help="the memory budgets every model compiles under (default a100-80g)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per compile")
+    ap.add_argument("--ranks", type=int, default=1,
+                    help="data-parallel ranks to plan for (zinc-compile --ranks)")
     ap.add_argument("--only", action="append", default=[],
                     help="model name(s), comma separated or repeated")
     ap.add_argument("--quick", action="store_true", help="tiny models only (a smoke test)")
@@ -409,10 +423,11 @@ def main(argv=None):
 
     work = args.work_dir or tempfile.mkdtemp(prefix="zinc-compile-scale-")
     os.makedirs(work, exist_ok=True)
-    flags = BUDGETS[args.budget]
+    flags = BUDGETS[args.budget] + (["--ranks=%d" % args.ranks] if args.ranks > 1 else [])
     if not args.out:
-        args.out = os.path.join(HERE, "results", "compile_scale%s.json" % (
-            "" if args.budget == "a100-80g" else "-" + args.budget))
+        args.out = os.path.join(HERE, "results", "compile_scale%s%s.json" % (
+            "" if args.budget == "a100-80g" else "-" + args.budget,
+            "-%dranks" % args.ranks if args.ranks > 1 else ""))
     print("budget %s: zinc-compile %s; timeout %gs per compile" % (
         args.budget, " ".join(flags), args.timeout))
     print("%-11s %17s %8s %9s %9s %9s %9s  %s" % (

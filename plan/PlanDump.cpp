@@ -59,7 +59,10 @@ template <typename Field> static llvm::json::Array toJsonArray(const Field &f) {
 
 void dumpPlanText(const Plan &plan, llvm::raw_ostream &os) {
   os << "plan mode=" << plan.mode() << " opset=" << plan.opset_version()
-     << " hw=" << plan.hw() << "\n";
+     << " hw=" << plan.hw();
+  if (plan.ranks() > 1)
+    os << " ranks=" << plan.ranks() << " zero-stage=" << plan.zero_stage();
+  os << "\n";
   os << "model " << plan.model_path() << "\n";
   for (const TierInfo &t : plan.tiers())
     os << "tier " << tierName(t.tier()) << " capacity=" << t.capacity()
@@ -77,6 +80,9 @@ void dumpPlanText(const Plan &plan, llvm::raw_ostream &os) {
     if (t.has_init() && t.init().whole_shape_size())
       os << " tile of " << wholeShapeText(t.init()) << " at "
          << t.init().slice_begin() << " on axis " << t.init().slice_axis();
+    if (t.shard_of_size())
+      os << " shard of " << formatShape(std::vector<int64_t>(t.shard_of().begin(),
+                                                              t.shard_of().end()));
     os << "\n";
   }
   // Group by stream, keeping plan order within each.
@@ -140,6 +146,8 @@ llvm::json::Value planToJson(const Plan &plan) {
           {"shape", wholeShapeText(t.init())},
           {"axis", t.init().slice_axis()},
           {"begin", t.init().slice_begin()}};
+    if (t.shard_of_size())
+      o["shard_of"] = toJsonArray(t.shard_of());
     tensors.push_back(std::move(o));
   }
   for (const Instruction &inst : plan.instructions()) {
@@ -163,6 +171,8 @@ llvm::json::Value planToJson(const Plan &plan) {
   return llvm::json::Object{{"mode", plan.mode()},
                             {"opset", plan.opset_version()},
                             {"hw", plan.hw()},
+                            {"ranks", std::max(1u, plan.ranks())},
+                            {"zero_stage", plan.zero_stage()},
                             {"model", plan.model_path()},
                             {"loss", plan.loss()},
                             {"inputs", toJsonArray(plan.inputs())},

@@ -253,6 +253,20 @@ llvm::Error Program::layOut(const LoadOptions &opts) {
     ref.shape.assign(t.shape().begin(), t.shape().end());
     if (ref.byteSize() != t.size_bytes())
       return makeError("corrupt plan: tensor '" + t.name() + "' size disagrees with its shape");
+    if (t.shard_of_size()) {
+      // One rank's padded share of the whole tensor (the loader reads the
+      // whole initializer, saving weights gathers it).
+      llvm::SmallVector<int64_t, 4> whole(t.shard_of().begin(), t.shard_of().end());
+      unsigned ranks = std::max(1u, plan.ranks());
+      bool fits = ranks > 1 && ranks <= kMaxRanks && ref.shape.size() == 1 &&
+                  llvm::all_of(whole, [](int64_t d) { return d >= 0; }) &&
+                  fitsTensorBytes(whole, dtypeSize(ref.dtype)) &&
+                  ref.shape[0] == shardElements(numElements(whole), ranks);
+      if (!fits)
+        return makeError("corrupt plan: tensor '" + t.name() + "' " +
+                         formatShape(ref.shape) + " is not one rank's shard of " +
+                         formatShape(whole) + " over " + llvm::Twine(ranks) + " ranks");
+    }
     TierLayout &l = tiers[t.tier()];
     TensorPlace &place = places[i];
     place.tier = t.tier();

@@ -270,7 +270,7 @@ llvm::Error loadInitializers(const plan::Plan &plan,
         return err;
       size_t e = dtypeSize(out.dtype);
       int64_t per = out.numElements();
-      int64_t owned = comm::ownedElements(whole.numElements(), per, rank);
+      int64_t owned = ownedElements(whole.numElements(), per, rank);
       auto *dst = static_cast<uint8_t *>(out.data);
       if (owned > 0)
         std::memcpy(dst, wholeBytes.data() + per * rank * e, owned * e);

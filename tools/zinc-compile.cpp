@@ -270,8 +270,8 @@ static Error compile() {
   if (!paramsPolicy)
     return paramsPolicy.takeError();
 
-  if (ranks < 1 || ranks > zinc::ir::kMaxRanks)
-    return zinc::makeError("--ranks must be between 1 and " + Twine(zinc::ir::kMaxRanks) +
+  if (ranks < 1 || ranks > zinc::kMaxRanks)
+    return zinc::makeError("--ranks must be between 1 and " + Twine(zinc::kMaxRanks) +
                            ", not " + Twine(ranks));
   if (zeroStage > 3)
     return zinc::makeError("--zero-stage must be 0, 1, 2 or 3, not " + Twine(zeroStage));

@@ -77,13 +77,13 @@ private:
   /// Turns `v` into its shard, in place: same name, shape [s].
   void shardInPlace(ir::Value *v) {
     v->shardOf.assign(v->shape.begin(), v->shape.end());
-    v->shape = {ir::shardElements(v->numElements(), g.ranks)};
+    v->shape = {shardElements(v->numElements(), g.ranks)};
   }
 
   /// A new value holding this rank's shard of `whole`.
   ir::Value *newShardOf(ir::Value *whole, llvm::StringRef suffix, ir::ValueRole role) {
     ir::Value *s = g.addValue(g.uniqueValueName(whole->name + suffix.str()), whole->dtype,
-                              {ir::shardElements(whole->numElements(), g.ranks)}, role);
+                              {shardElements(whole->numElements(), g.ranks)}, role);
     s->shardOf.assign(whole->shape.begin(), whole->shape.end());
     return s;
   }
@@ -247,8 +247,8 @@ private:
 
 llvm::Expected<bool> Partition::run(ir::Graph &g, PassContext &ctx) {
   const ZeroOptions &zero = ctx.zero;
-  if (zero.ranks < 1 || zero.ranks > ir::kMaxRanks)
-    return makeError("--ranks must be between 1 and " + llvm::Twine(ir::kMaxRanks));
+  if (zero.ranks < 1 || zero.ranks > kMaxRanks)
+    return makeError("--ranks must be between 1 and " + llvm::Twine(kMaxRanks));
   if (zero.stage > 3)
     return makeError("--zero-stage must be 0, 1, 2 or 3");
   g.ranks = zero.ranks;

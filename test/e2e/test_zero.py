@@ -184,6 +184,24 @@ class ZeroTest(unittest.TestCase):
         for stage in range(1, 4):
             self.assert_same_training(runs[0], runs[stage], 1e-7, "fp16 stage %d" % stage)
 
+    def test_dropout_masks_are_the_one_rank_masks(self):
+        # Each rank numbers its Dropout elements from rank x the tensor's
+        # size: with the batch outermost the two ranks draw, between them,
+        # the one-rank run's mask of the whole batch.
+        torch.manual_seed(0)
+        model = models.GPT(dropout=0.2).eval()
+        onnx = self.path("gpt-dropout.onnx")
+        models.export_training(model, self.data, 17, onnx)
+        runs = []
+        for ranks in (1, RANKS):
+            name = "dropout-%d" % ranks
+            plan = self.path(name + ".zplan")
+            run_tool([self.zinc_compile, onnx, "--dim", "batch=%d" % (BATCH // ranks),
+                      "--dim", "seq=32", "-o", plan, "--ranks=%d" % ranks,
+                      "--zero-stage=%d" % (2 if ranks > 1 else 0)])
+            runs.append(self.train(name, plan, ranks))
+        self.assert_same_training(runs[0], runs[1], ZERO_RTOL, "dropout")
+
     def test_rank_count_must_match_the_plan(self):
         two, _ = self.compile_plan("two-ranks", BATCH // RANKS, "--ranks=%d" % RANKS)
         proc = subprocess.run([self.zinc_run, two], capture_output=True, text=True, timeout=TIMEOUT)

@@ -11,6 +11,7 @@
 #include "zinc/support/Attribute.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/OpEffects.h"
+#include "zinc/support/Sharding.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ilist.h"
 #include "llvm/ADT/ilist_node.h"
@@ -25,15 +26,6 @@
 #include <vector>
 
 namespace zinc::ir {
-
-/// The most data-parallel ranks a plan may be compiled for.
-inline constexpr unsigned kMaxRanks = 1u << 20;
-
-/// Elements of each rank's shard when `whole` elements are split evenly
-/// (padded) across `ranks`.
-inline int64_t shardElements(int64_t whole, unsigned ranks) {
-  return ranks <= 1 ? whole : (whole + ranks - 1) / ranks;
-}
 
 
 /// What a value is for; later passes decide tiers and sharding from it.

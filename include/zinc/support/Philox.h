@@ -72,7 +72,9 @@ ZINC_HOST_DEVICE inline float uniformFromBits(uint32_t word) {
 ///   philox4x32(counter = {lo32(i / 4), hi32(i / 4), nodeId, lo32(step)},
 ///              key = {lo32(seed), hi32(seed)}),
 /// so masks depend only on (seed, step, node, element): not on the backend,
-/// the number of ranks, tiling, recomputation or a resume.
+/// tiling, recomputation or a resume. With several ranks, `i` counts from
+/// rank × the tensor's size (the cpu Dropout kernel), so the ranks' masks
+/// differ and, the batch outermost, make up the one-rank mask.
 ZINC_HOST_DEVICE inline Philox4x32Counter
 dropoutBlock(uint64_t seed, int64_t step, uint32_t nodeId, uint64_t block) {
   Philox4x32Counter c = {{static_cast<uint32_t>(block),

@@ -113,7 +113,7 @@ llvm::Error runShardOf(const KernelCall &call) {
     return err;
   size_t e = dtypeSize(whole->dtype);
   int64_t per = shard->numElements();
-  int64_t owned = comm::ownedElements(whole->numElements(), per, rankOf(call));
+  int64_t owned = ownedElements(whole->numElements(), per, rankOf(call));
   auto *dst = static_cast<uint8_t *>(shard->data);
   if (owned > 0)
     std::memcpy(dst, static_cast<const uint8_t *>(whole->data) + per * rankOf(call) * e,

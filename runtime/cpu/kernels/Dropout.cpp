@@ -7,11 +7,15 @@
 // from Philox4x32-10 keyed by the run's seed, with the step, the node's
 // `seed_id` (stamped by build-training) and the element index in the counter
 // (support/Philox.h), so DropoutGrad can regenerate the mask instead of keeping
-// it, and every backend draws the same mask.
+// it, and every backend draws the same mask. With several ranks, rank r's
+// elements are numbered from r times the tensor's size: each rank draws its
+// own mask, and when the batch is the outer axis, the one-rank run's mask of
+// the whole batch.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
 #include "Kernels.h"
+#include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Philox.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -28,6 +32,8 @@ struct DropoutStream {
   uint32_t seedId = 0;
   uint64_t seed = 0;
   int64_t step = 0;
+  /// The stream index of element 0 (this rank's first element).
+  uint64_t offset = 0;
 
   float scale() const { return 1.0f / (1.0f - ratio); }
 
@@ -37,11 +43,11 @@ struct DropoutStream {
     parallelRanges(n, workBytes, [&](int64_t begin, int64_t end) {
       int64_t i = begin;
       while (i < end) {
-        uint64_t block = static_cast<uint64_t>(i) / 4;
-        Philox4x32Counter words = dropoutBlock(seed, step, seedId, block);
-        int64_t blockEnd = std::min<int64_t>(end, (block + 1) * 4);
+        uint64_t index = offset + static_cast<uint64_t>(i);
+        Philox4x32Counter words = dropoutBlock(seed, step, seedId, index / 4);
+        int64_t blockEnd = std::min<int64_t>(end, i + static_cast<int64_t>(4 - index % 4));
         for (; i < blockEnd; ++i)
-          fn(i, dropoutKeeps(words.v[i % 4], ratio));
+          fn(i, dropoutKeeps(words.v[(offset + i) % 4], ratio));
       }
     });
   }
@@ -65,6 +71,8 @@ static llvm::Expected<DropoutStream> streamFor(const KernelCall &call,
   s.seedId = static_cast<uint32_t>(id);
   s.seed = call.seed;
   s.step = call.step;
+  if (call.comm && call.input(0))
+    s.offset = static_cast<uint64_t>(call.comm->rank()) * call.input(0)->numElements();
   return s;
 }
 

@@ -14,6 +14,7 @@
 #define ZINC_RUNTIME_COMM_COMMUNICATOR_H
 
 #include "zinc/support/DType.h"
+#include "zinc/support/Sharding.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -37,13 +38,6 @@ inline llvm::Expected<ReduceOp> parseReduceOp(llvm::StringRef name) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "unknown reduction '" + name +
                                      "' (expected sum, mean or max)");
-}
-
-/// Elements of `whole` that rank `rank` owns when each holds `shard`:
-/// fewer than `shard` (or none) at the end.
-inline int64_t ownedElements(int64_t whole, int64_t shard, unsigned rank) {
-  int64_t begin = shard * rank;
-  return std::clamp<int64_t>(whole - begin, 0, shard);
 }
 
 /// Bytes this rank's collectives carried, by kind: the whole tensor each
