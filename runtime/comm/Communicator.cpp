@@ -35,6 +35,9 @@ public:
     bytes().allgather += count * dtypeSize(dtype);
     return llvm::Error::success();
   }
+  llvm::Error broadcast(void *, size_t, unsigned, llvm::StringRef) override {
+    return llvm::Error::success();
+  }
   llvm::Error reduceScatter(const void *whole, void *shard, int64_t count,
                             int64_t shardCount, DType dtype, ReduceOp,
                             llvm::StringRef, llvm::MutableArrayRef<float>) override {

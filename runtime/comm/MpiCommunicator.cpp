@@ -42,6 +42,15 @@ std::string mpiErrorText(int code) {
 class MpiCommunicator : public Communicator {
 public:
   explicit MpiCommunicator(double timeoutSeconds) : timeout(timeoutSeconds) {}
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+      return;
+    for (MPI_Op *op : {&halfSum, &halfMax, &bf16Sum, &bf16Max})
+      if (*op != MPI_OP_NULL)
+        MPI_Op_free(op);
+  }
 
   llvm::Error init() {
     int initialized = 0;
@@ -144,6 +153,17 @@ public:
     std::memset(static_cast<uint8_t *>(shard) + mine * e, 0, (shardCount - mine) * e);
     bytes().reduceScatter += count * e;
     return llvm::Error::success();
+  }
+
+  llvm::Error broadcast(void *data, size_t bytes, unsigned root,
+                        llvm::StringRef what) override {
+    if (auto err = fitsInt(static_cast<int64_t>(bytes), what))
+      return err;
+    MPI_Request req;
+    if (int rc = MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, static_cast<int>(root),
+                            MPI_COMM_WORLD, &req))
+      return failed(rc, what);
+    return wait(req, what);
   }
 
 private:

@@ -73,6 +73,11 @@ public:
                                     llvm::StringRef what,
                                     llvm::MutableArrayRef<float> scratch = {}) = 0;
 
+  /// `bytes` at `data` become root's on every rank (bootstrapping other
+  /// communicators: NCCL's unique id).
+  virtual llvm::Error broadcast(void *data, size_t bytes, unsigned root,
+                                llvm::StringRef what) = 0;
+
   CollectiveBytes &bytes() { return counters; }
 
 private:
