@@ -5,6 +5,7 @@
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
 #include "zinc/support/OutputFile.h"
+#include "zinc/support/Sharding.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
@@ -119,16 +120,25 @@ llvm::Error prune(llvm::StringRef dir, unsigned keep,
   return llvm::Error::success();
 }
 
+/// The shape a checkpoint keeps tensor `t` in: whole, for a ZeRO shard
+/// (the tensor it is a shard of), so that any rank count can resume it.
+llvm::SmallVector<int64_t, 6> checkpointShape(const Program &program,
+                                              const plan::Tensor &t) {
+  if (t.shard_of_size())
+    return {t.shard_of().begin(), t.shard_of().end()};
+  const cpu::TensorRef &ref = program.tensor(t.id());
+  return {ref.shape.begin(), ref.shape.end()};
+}
+
 /// The manifest's view of the plan: each checkpointed tensor's name, type
-/// and shape, in plan order.
+/// and (whole) shape, in plan order. The rank count is not part of it.
 llvm::json::Array planIdentity(const Program &program) {
   llvm::json::Array tensors;
   for (const plan::Tensor &t : program.getPlan().tensors())
-    if (isCheckpointed(t)) {
-      const cpu::TensorRef &ref = program.tensor(t.id());
+    if (isCheckpointed(t))
       tensors.push_back(llvm::json::Object{
-          {"name", t.name()}, {"type", shapeText(ref.dtype, ref.shape)}});
-    }
+          {"name", t.name()},
+          {"type", shapeText(program.tensor(t.id()).dtype, checkpointShape(program, t))}});
   return tensors;
 }
 
@@ -236,6 +246,24 @@ static llvm::Expected<cpu::TensorRef> wholeTensor(Program &program, int id,
   return whole;
 }
 
+/// Writes `headers`' tensors to `path` on rank 0, each as `produce(i, os)`
+/// prints it; the other ranks call `produce(i, nullptr)` in the same order,
+/// taking part in the gathers of shards it makes.
+static llvm::Error
+writeFromRankZero(Program &program, llvm::StringRef path,
+                  llvm::ArrayRef<StreamedTensor> headers,
+                  llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream *)> produce) {
+  if (program.rank() != 0) {
+    for (size_t i = 0; i < headers.size(); ++i)
+      if (auto err = produce(i, nullptr))
+        return err;
+    return llvm::Error::success();
+  }
+  return writeSafetensorsStreamed(
+      path, headers,
+      [&](size_t i, llvm::raw_ostream &os) -> llvm::Error { return produce(i, &os); });
+}
+
 llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
   std::vector<SavedWeight> weights = savedWeights(program);
   std::vector<StreamedTensor> headers;
@@ -275,61 +303,65 @@ llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
       os->write(reinterpret_cast<const char *>(out.data()), out.size() * sizeof(float));
     return llvm::Error::success();
   };
-  // Ranks but the first only take part in the gathers.
-  if (program.rank() != 0) {
-    for (size_t i = 0; i < weights.size(); ++i)
-      if (auto err = produce(i, nullptr))
-        return err;
-    return llvm::Error::success();
-  }
-  return writeSafetensorsStreamed(
-      path, headers,
-      [&](size_t i, llvm::raw_ostream &os) -> llvm::Error { return produce(i, &os); });
+  return writeFromRankZero(program, path, headers, produce);
 }
 
 llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
                            uint64_t stepsDone, uint64_t seed, unsigned keep,
                            const std::function<void(llvm::StringRef)> &note) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return makeError(
-        dir + ": cannot create the checkpoint directory: " + ec.message());
+  // Rank 0 writes the checkpoint; the other ranks take part in gathering
+  // their shards into it and touch no file.
+  bool writer = program.rank() == 0;
   std::string name = "step-" + std::to_string(stepsDone);
   std::string final = (dir + "/" + name).str();
   std::string partial = final + ".partial-" + std::to_string(::getpid());
-  if (llvm::sys::fs::exists(partial))
-    if (auto err = removeTree(partial))
-      return err;
-  if (std::error_code ec = llvm::sys::fs::create_directory(partial))
-    return makeError(partial + ": cannot create: " + ec.message());
+  if (writer) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+      return makeError(
+          dir + ": cannot create the checkpoint directory: " + ec.message());
+    if (llvm::sys::fs::exists(partial))
+      if (auto err = removeTree(partial))
+        return err;
+    if (std::error_code ec = llvm::sys::fs::create_directory(partial))
+      return makeError(partial + ": cannot create: " + ec.message());
+  }
   auto fail = [&](llvm::Error err) {
-    (void)llvm::sys::fs::remove_directories(partial);
+    if (writer)
+      (void)llvm::sys::fs::remove_directories(partial);
     return addContext(std::move(err),
                       "checkpoint after step " + llvm::Twine(stepsDone));
   };
 
   if (auto err = writeTrainedWeights(program, partial + "/" + kModelFile))
     return fail(std::move(err));
+  // Every state tensor whole: a shard is gathered from the ranks and kept
+  // without its padding, so a run with another rank count can take its
+  // own shares of it.
   std::vector<StreamedTensor> headers;
   std::vector<int> ids;
   for (const plan::Tensor &t : program.getPlan().tensors())
     if (isCheckpointed(t)) {
-      const cpu::TensorRef &ref = program.tensor(t.id());
-      headers.push_back({t.name(), ref.dtype, ref.shape, t.size_bytes()});
+      DType dtype = program.tensor(t.id()).dtype;
+      auto shape = checkpointShape(program, t);
+      headers.push_back({t.name(), dtype, shape,
+                         static_cast<uint64_t>(numElements(shape)) * dtypeSize(dtype)});
       ids.push_back(t.id());
     }
-  std::vector<uint8_t> scratch;
-  if (auto err = writeSafetensorsStreamed(
-          partial + "/" + kStateFile, headers,
-          [&](size_t i, llvm::raw_ostream &os) -> llvm::Error {
-            auto bytes = tensorBytes(program, ids[i], scratch);
-            if (!bytes)
-              return addContext(bytes.takeError(),
+  std::vector<uint8_t> scratch, gathered;
+  if (auto err = writeFromRankZero(
+          program, partial + "/" + kStateFile, headers,
+          [&](size_t i, llvm::raw_ostream *os) -> llvm::Error {
+            auto whole = wholeTensor(program, ids[i], scratch, gathered);
+            if (!whole)
+              return addContext(whole.takeError(),
                                 "tensor '" + headers[i].name + "'");
-            os.write(reinterpret_cast<const char *>(bytes->data()),
-                     bytes->size());
+            if (os)
+              os->write(static_cast<const char *>(whole->data), whole->byteSize());
             return llvm::Error::success();
           }))
     return fail(std::move(err));
+  if (!writer)
+    return llvm::Error::success();
 
   llvm::json::Object files;
   for (const char *file : {kModelFile, kStateFile}) {
@@ -342,6 +374,7 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
                               {"producer", "zinc-run"},
                               {"step", static_cast<int64_t>(stepsDone)},
                               {"seed", std::to_string(seed)},
+                              {"ranks", static_cast<int64_t>(program.ranks())},
                               {"plan", planIdentity(program)},
                               {"files", std::move(files)}};
   std::string manifestPath = partial + "/" + kManifest;
@@ -452,20 +485,31 @@ llvm::Expected<ResumePoint> resumeFromCheckpoint(Program &program,
   auto state = SafetensorsFile::open(chosen + "/" + kStateFile);
   if (!state)
     return state.takeError();
+  std::vector<uint8_t> share;
   for (const plan::Tensor &t : program.getPlan().tensors()) {
     if (!isCheckpointed(t))
       continue;
     const SafetensorView *view = state->find(t.name());
-    if (!view || view->data.size() != t.size_bytes())
+    const cpu::TensorRef &ref = program.tensor(t.id());
+    uint64_t wholeBytes =
+        static_cast<uint64_t>(numElements(checkpointShape(program, t))) * dtypeSize(ref.dtype);
+    if (!view || view->data.size() != wholeBytes)
       return makeError(chosen + "/" + kStateFile + ": --resume: tensor '" +
                        t.name() + "' is missing or of another size");
+    const uint8_t *bytes = view->data.data();
+    if (t.shard_of_size()) {
+      // This rank's share of the whole tensor, whatever rank count wrote it.
+      share.resize(t.size_bytes());
+      copyShardOfWhole(bytes, static_cast<int64_t>(wholeBytes / dtypeSize(ref.dtype)),
+                       share.data(), ref.numElements(), program.rank(), dtypeSize(ref.dtype));
+      bytes = share.data();
+    }
     if (program.place(t.id()).tier == plan::TIER_NVME) {
-      if (auto err = program.writeNvmeTensor(t.id(), view->data.data()))
+      if (auto err = program.writeNvmeTensor(t.id(), bytes))
         return addContext(std::move(err),
                           "--resume: tensor '" + t.name() + "'");
     } else {
-      std::memcpy(program.tensor(t.id()).data, view->data.data(),
-                  view->data.size());
+      std::memcpy(ref.data, bytes, t.size_bytes());
     }
   }
   return ResumePoint{chosen, static_cast<uint64_t>(*step), seed};

@@ -231,9 +231,6 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   // Rank 0 writes the run's files; every rank takes part in gathering
   // what they hold.
   bool reporting = program.rank() == 0;
-  if (ranks > 1 && (!opts.checkpointDir.empty() || !opts.resumePath.empty()))
-    return makeError("checkpoints of a plan for several ranks are not supported yet: "
-                     "run without --checkpoint-dir and --resume");
   if (!opts.resumePath.empty()) {
     auto resumed = resumeFromCheckpoint(program, opts.resumePath);
     if (!resumed)

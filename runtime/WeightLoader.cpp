@@ -3,6 +3,7 @@
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
+#include "zinc/support/Sharding.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -268,14 +269,8 @@ llvm::Error loadInitializers(const plan::Plan &plan,
       whole.data = wholeBytes.data();
       if (auto err = readInto(whole))
         return err;
-      size_t e = dtypeSize(out.dtype);
-      int64_t per = out.numElements();
-      int64_t owned = ownedElements(whole.numElements(), per, rank);
-      auto *dst = static_cast<uint8_t *>(out.data);
-      if (owned > 0)
-        std::memcpy(dst, wholeBytes.data() + per * rank * e, owned * e);
-      std::memset(dst + std::max<int64_t>(owned, 0) * e, 0,
-                  (per - std::max<int64_t>(owned, 0)) * e);
+      copyShardOfWhole(wholeBytes.data(), whole.numElements(), out.data, out.numElements(),
+                       rank, dtypeSize(out.dtype));
     } else if (auto err = readInto(out)) {
       return err;
     }

@@ -219,8 +219,11 @@ static int toolMain(int argc, char **argv) {
   opts.checkpointEvery = checkpointEvery;
   opts.checkpointKeep = checkpointKeep;
   opts.resumePath = resume;
-  opts.note = [](StringRef msg) {
-    errs() << tool << ": note: " << msg << "\n";
+  // Notes are the run's, said once: by rank 0 when there are several.
+  bool noting = !comm || comm->rank() == 0;
+  opts.note = [noting](StringRef msg) {
+    if (noting)
+      errs() << tool << ": note: " << msg << "\n";
   };
   // ZINC_SERIAL=1: every instruction in plan order on one thread, the
   // reference the per-stream workers must match (debugging).

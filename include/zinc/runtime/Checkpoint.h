@@ -7,10 +7,15 @@
 //   state.safetensors  every tensor the step carries from one step to the
 //                      next (parameters, optimizer states and master weights,
 //                      BatchNorm running statistics, the loss scale), in its
-//                      own type, keyed by its name in the plan;
-//   manifest.json      the step, the seed, the plan's identity (each state
-//                      tensor's name, type and shape) and each file's size
-//                      and xxHash64.
+//                      own type, keyed by its name in the plan; a ZeRO shard
+//                      is kept whole (gathered from every rank, unpadded);
+//   manifest.json      the step, the seed, the rank count, the plan's identity
+//                      (each state tensor's name, type and whole shape) and
+//                      each file's size and xxHash64.
+// With several ranks, rank 0 writes the checkpoint while the others take
+// part in the gathers; on resume every rank reads its own share of each
+// whole tensor, so a checkpoint of N ranks resumes on M when the plans
+// differ only in rank count (the shards are partitioned anew).
 // The data position and every Dropout mask follow from the step and the seed
 // (counter-based), so these resume a run exactly.
 //

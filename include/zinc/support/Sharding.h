@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace zinc {
 
@@ -27,6 +28,20 @@ inline int64_t shardElements(int64_t whole, unsigned ranks) {
 /// fewer than `shard` (or none) at the end.
 inline int64_t ownedElements(int64_t whole, int64_t shard, unsigned rank) {
   return std::clamp<int64_t>(whole - shard * rank, 0, shard);
+}
+
+/// Copies rank `rank`'s share of a whole tensor (`wholeElements` elements
+/// of `elementBytes` each, at `whole`) into its shard of `shard` elements,
+/// zero past the tensor's end: what the loader reads from an initializer
+/// and a resume from a checkpoint's whole tensor, whatever rank count wrote it.
+inline void copyShardOfWhole(const void *whole, int64_t wholeElements, void *shard,
+                             int64_t shardElements, unsigned rank, size_t elementBytes) {
+  int64_t owned = ownedElements(wholeElements, shardElements, rank);
+  auto *dst = static_cast<uint8_t *>(shard);
+  if (owned > 0)
+    std::memcpy(dst, static_cast<const uint8_t *>(whole) + shardElements * rank * elementBytes,
+                owned * elementBytes);
+  std::memset(dst + owned * elementBytes, 0, (shardElements - owned) * elementBytes);
 }
 
 } // namespace zinc
