@@ -9,6 +9,8 @@
 #include "zinc/support/OutputFile.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <map>
 #include <cstring>
 #include <random>
 
@@ -176,6 +178,9 @@ static llvm::Error writeOutputs(Program &program, llvm::StringRef path) {
   return writeSafetensors(path, out);
 }
 
+/// Track ids of a stream's extra lanes start here (stream ids are below).
+static constexpr int kLaneTidBase = 1000;
+
 static llvm::Error writeTrace(Program &program, llvm::StringRef path,
                               llvm::ArrayRef<std::pair<double, StepResult>> steps) {
   llvm::json::Array events;
@@ -201,19 +206,65 @@ static llvm::Error writeTrace(Program &program, llvm::StringRef path,
                            {"ph", "M"},
                            {"pid", 0},
                            {"tid", s},
-                           {"args", llvm::json::Object{{"sort_index", s}}}});
+                           {"args", llvm::json::Object{{"sort_index", s * kLaneTidBase}}}});
   }
+  // A stream that keeps several copies in flight (the nvme lane) has
+  // instructions that overlap in time; a trace viewer draws one thread's
+  // events as a stack, so each overlapping one goes on a lane of its own,
+  // a track named after the stream ("nvme (2)") right below it.
+  struct Span {
+    int stream;
+    double start, end;
+    unsigned instruction;
+  };
+  std::vector<Span> spans;
   for (const auto &[offset, step] : steps)
-    for (const InstructionTiming &t : step.timings) {
-      const plan::Instruction &inst = program.getPlan().instructions(t.instruction);
-      events.push_back(llvm::json::Object{{"name", inst.name()},
-                                          {"cat", inst.op()},
-                                          {"ph", "X"},
-                                          {"ts", (offset + t.start) * 1e6},
-                                          {"dur", (t.end - t.start) * 1e6},
-                                          {"pid", 0},
-                                          {"tid", t.stream}});
+    for (const InstructionTiming &t : step.timings)
+      spans.push_back({t.stream, (offset + t.start) * 1e6, (offset + t.end) * 1e6, t.instruction});
+  std::stable_sort(spans.begin(), spans.end(), [](const Span &a, const Span &b) {
+    return a.stream != b.stream ? a.stream < b.stream : a.start < b.start;
+  });
+  std::map<int, std::vector<double>> laneEnds;
+  for (const Span &span : spans) {
+    std::vector<double> &ends = laneEnds[span.stream];
+    size_t lane = 0;
+    while (lane < ends.size() && ends[lane] > span.start)
+      ++lane;
+    if (lane == ends.size()) {
+      ends.push_back(0);
+      if (lane > 0) {
+        int tid = kLaneTidBase + span.stream * kLaneTidBase + static_cast<int>(lane);
+        std::string name =
+            llvm::StringRef(plan::Stream_Name(static_cast<plan::Stream>(span.stream)))
+                .drop_front(7)
+                .lower() +
+            " (" + std::to_string(lane + 1) + ")";
+        events.push_back(llvm::json::Object{{"name", "thread_name"},
+                                            {"ph", "M"},
+                                            {"pid", 0},
+                                            {"tid", tid},
+                                            {"args", llvm::json::Object{{"name", name}}}});
+        events.push_back(llvm::json::Object{
+            {"name", "thread_sort_index"},
+            {"ph", "M"},
+            {"pid", 0},
+            {"tid", tid},
+            {"args", llvm::json::Object{{"sort_index", span.stream * kLaneTidBase +
+                                                           static_cast<int>(lane)}}}});
+      }
     }
+    ends[lane] = span.end;
+    const plan::Instruction &inst = program.getPlan().instructions(span.instruction);
+    events.push_back(llvm::json::Object{
+        {"name", inst.name()},
+        {"cat", inst.op()},
+        {"ph", "X"},
+        {"ts", span.start},
+        {"dur", span.end - span.start},
+        {"pid", 0},
+        {"tid", lane ? kLaneTidBase + span.stream * kLaneTidBase + static_cast<int>(lane)
+                     : span.stream}});
+  }
   llvm::json::Value trace(llvm::json::Object{{"traceEvents", std::move(events)},
                                              {"displayTimeUnit", "ms"}});
   return writeOutputFile(path, [&](llvm::raw_ostream &os) {

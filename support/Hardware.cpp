@@ -2,18 +2,34 @@
 #include "zinc/support/Hardware.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Size.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include <algorithm>
+#include <cmath>
 #include <unistd.h>
 
 namespace zinc {
 
-static constexpr uint64_t GiB = 1ull << 30;
-static constexpr uint64_t TB = 1000ull * 1000 * 1000 * 1000;
+namespace {
 
-/// "cpu": this machine. The GPU tier is emulated in host memory by the cpu
-/// backend, so the physical memory is split between the two tiers.
-static Hardware thisMachine() {
+/// The presets: hw/<name>.json, embedded by cmake/HardwarePresets.cmake.
+struct Preset {
+  const char *name;
+  const char *json;
+};
+const Preset kPresets[] = {
+#include "zinc/HardwarePresets.inc"
+};
+
+constexpr uint64_t TB = 1000ull * 1000 * 1000 * 1000;
+
+/// "cpu": this machine, whose cores also stand in for the GPU (the cpu
+/// backend emulates the GPU tier in host memory, so the physical memory is
+/// split between the two tiers). The rates are conservative figures for a
+/// small server core pair; `zinc-run --calibrate` is where measured ones
+/// will come from.
+Hardware thisMachine() {
   Hardware hw;
   hw.name = "cpu";
   uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
@@ -21,75 +37,208 @@ static Hardware thisMachine() {
   hw.gpuMem = physical / 4;
   hw.cpuMem = physical / 2;
   hw.nvmeMem = 1 * TB;
-  hw.gpuFlops = hw.cpuFlops = 50e9;
-  hw.gpuMemBandwidth = 10e9;
-  hw.hostToDeviceBandwidth = 10e9;
-  hw.nvmeBandwidth = 1e9;
-  hw.networkBandwidth = 5e9;
+  hw.gpusPerNode = 1;
+  hw.gpuFlopsFp32 = hw.gpuFlopsHalf = 100e9;
+  hw.gpuMemBandwidth = 20e9;
+  hw.kernelLaunchSeconds = 2e-6;
+  hw.hostToDeviceBandwidth = hw.deviceToHostBandwidth = 10e9;
+  hw.gpusPerHostLink = 1;
+  hw.cpuMemBandwidth = 20e9;
+  hw.cpuAdamParamsPerSecond = 20e9 / 28;
+  hw.nvmeReadBandwidth = 2e9;
+  hw.nvmeWriteBandwidth = 2e9;
+  hw.intraNodeBandwidth = 5e9;
+  hw.intraNodeLatency = 20e-6;
+  hw.interNodeBandwidth = 1e9;
+  hw.interNodeLatency = 50e-6;
   return hw;
 }
 
-static llvm::Optional<Hardware> preset(llvm::StringRef name) {
-  if (name == "cpu")
-    return thisMachine();
-  // Per GPU: the node's host memory and NVMe divided by its GPUs; peak dense
-  // fp16/bf16 tensor FLOP/s; PCIe/NVLink-to-host and NVMe as measured in the
-  // ZeRO-Infinity paper's setups.
-  if (name == "dgx2-v100")
-    return Hardware{"dgx2-v100", 32 * GiB, 1536 * GiB / 16, 28 * TB / 16,
-                    125e12, 1e12, 900e9, 12e9, 1.6e9, 12.5e9};
-  if (name == "dgx-a100-80g")
-    return Hardware{"dgx-a100-80g", 80 * GiB, 2048 * GiB / 8, 30 * TB / 8,
-                    312e12, 2e12, 2039e9, 25e9, 3e9, 25e9};
-  if (name == "h100-sxm")
-    return Hardware{"h100-sxm", 80 * GiB, 2048 * GiB / 8, 30 * TB / 8,
-                    989e12, 3e12, 3350e9, 50e9, 6e9, 50e9};
-  return llvm::None;
+enum class FieldKind { Size, Count, Rate };
+
+struct Field {
+  const char *key;
+  FieldKind kind;
+  uint64_t Hardware::*size = nullptr;
+  unsigned Hardware::*count = nullptr;
+  double Hardware::*rate = nullptr;
+};
+
+Field sizeField(const char *key, uint64_t Hardware::*m) { return {key, FieldKind::Size, m}; }
+Field countField(const char *key, unsigned Hardware::*m) {
+  return {key, FieldKind::Count, nullptr, m};
+}
+Field rateField(const char *key, double Hardware::*m) {
+  return {key, FieldKind::Rate, nullptr, nullptr, m};
+}
+
+const std::vector<Field> &fields() {
+  static const std::vector<Field> table = {
+      sizeField("gpu_mem", &Hardware::gpuMem),
+      sizeField("cpu_mem", &Hardware::cpuMem),
+      sizeField("nvme_mem", &Hardware::nvmeMem),
+      countField("gpus_per_node", &Hardware::gpusPerNode),
+      rateField("gpu_flops_fp32", &Hardware::gpuFlopsFp32),
+      rateField("gpu_flops_fp16", &Hardware::gpuFlopsHalf),
+      rateField("gpu_mem_bandwidth", &Hardware::gpuMemBandwidth),
+      rateField("kernel_launch_seconds", &Hardware::kernelLaunchSeconds),
+      rateField("h2d_bandwidth", &Hardware::hostToDeviceBandwidth),
+      rateField("d2h_bandwidth", &Hardware::deviceToHostBandwidth),
+      countField("gpus_per_host_link", &Hardware::gpusPerHostLink),
+      rateField("cpu_mem_bandwidth", &Hardware::cpuMemBandwidth),
+      rateField("cpu_adam_params_per_second", &Hardware::cpuAdamParamsPerSecond),
+      rateField("nvme_read_bandwidth", &Hardware::nvmeReadBandwidth),
+      rateField("nvme_write_bandwidth", &Hardware::nvmeWriteBandwidth),
+      rateField("intra_node_bandwidth", &Hardware::intraNodeBandwidth),
+      rateField("intra_node_latency", &Hardware::intraNodeLatency),
+      rateField("inter_node_bandwidth", &Hardware::interNodeBandwidth),
+      rateField("inter_node_latency", &Hardware::interNodeLatency),
+  };
+  return table;
+}
+
+/// Reads a description's fields over `hw`; `where` names it in errors.
+llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardware &hw) {
+  auto json = llvm::json::parse(text);
+  if (!json)
+    return makeError(where + ": not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *o = json->getAsObject();
+  if (!o)
+    return makeError(where + ": expected a JSON object");
+  for (const auto &[key, value] : *o) {
+    llvm::StringRef k(key);
+    if (k == "name") {
+      auto name = value.getAsString();
+      if (!name || name->empty())
+        return makeError(where + ": name must be a non-empty string");
+      hw.name = name->str();
+      continue;
+    }
+    // Documentation that travels with the numbers.
+    if (k == "description" || k == "sources")
+      continue;
+    auto field = std::find_if(fields().begin(), fields().end(),
+                              [&](const Field &f) { return k == f.key; });
+    if (field == fields().end())
+      return makeError(where + ": unknown field '" + k + "' (docs/hardware.md lists them)");
+    switch (field->kind) {
+    case FieldKind::Size: {
+      uint64_t bytes;
+      if (auto n = value.getAsUINT64()) {
+        bytes = *n;
+      } else if (auto s = value.getAsString()) {
+        auto size = parseSize(*s);
+        if (!size)
+          return addContext(size.takeError(), where + ": " + k);
+        bytes = *size;
+      } else {
+        return makeError(where + ": " + k + " must be a size (bytes, or a string such as \"32GiB\")");
+      }
+      hw.*(field->size) = bytes;
+      break;
+    }
+    case FieldKind::Count: {
+      auto n = value.getAsUINT64();
+      if (!n || *n < 1 || *n > 1u << 20)
+        return makeError(where + ": " + k + " must be a whole number between 1 and 2^20");
+      hw.*(field->count) = static_cast<unsigned>(*n);
+      break;
+    }
+    case FieldKind::Rate: {
+      auto n = value.getAsNumber();
+      if (!n || !(*n > 0) || !std::isfinite(*n))
+        return makeError(where + ": " + k + " must be a positive number");
+      hw.*(field->rate) = *n;
+      break;
+    }
+    }
+  }
+  return llvm::Error::success();
+}
+
+unsigned share(unsigned ranks, unsigned limit) {
+  return std::max(1u, std::min(std::max(ranks, 1u), limit));
+}
+
+} // namespace
+
+unsigned Hardware::ranksPerNode(unsigned ranks) const { return share(ranks, gpusPerNode); }
+double Hardware::h2dPerRank(unsigned ranks) const {
+  return hostToDeviceBandwidth / share(ranksPerNode(ranks), gpusPerHostLink);
+}
+double Hardware::d2hPerRank(unsigned ranks) const {
+  return deviceToHostBandwidth / share(ranksPerNode(ranks), gpusPerHostLink);
+}
+double Hardware::nvmeReadPerRank(unsigned ranks) const {
+  return nvmeReadBandwidth / ranksPerNode(ranks);
+}
+double Hardware::nvmeWritePerRank(unsigned ranks) const {
+  return nvmeWriteBandwidth / ranksPerNode(ranks);
+}
+double Hardware::cpuMemBandwidthPerRank(unsigned ranks) const {
+  return cpuMemBandwidth / ranksPerNode(ranks);
+}
+double Hardware::cpuAdamPerRank(unsigned ranks) const {
+  return cpuAdamParamsPerSecond / ranksPerNode(ranks);
+}
+
+std::vector<std::string> hardwarePresetNames() {
+  std::vector<std::string> names = {"cpu"};
+  for (const Preset &p : kPresets)
+    names.push_back(p.name);
+  return names;
 }
 
 llvm::Expected<Hardware> loadHardware(llvm::StringRef presetOrFile) {
-  if (auto hw = preset(presetOrFile))
-    return *hw;
-  if (!presetOrFile.endswith(".json"))
-    return makeError("unknown hardware '" + presetOrFile +
-                     "' (presets: cpu, dgx2-v100, dgx-a100-80g, h100-sxm; or a .json file)");
+  Hardware hw = thisMachine();
+  if (presetOrFile == "cpu")
+    return hw;
+  for (const Preset &p : kPresets)
+    if (presetOrFile == p.name) {
+      std::string where = ("hw/" + presetOrFile + ".json").str();
+      if (auto err = parseDescription(p.json, where, hw))
+        return err;
+      return hw;
+    }
+  if (!presetOrFile.endswith(".json")) {
+    std::string names;
+    for (const std::string &n : hardwarePresetNames())
+      names += (names.empty() ? "" : ", ") + n;
+    return makeError("unknown hardware '" + presetOrFile + "' (presets: " + names +
+                     "; or a .json file)");
+  }
   auto buf = llvm::MemoryBuffer::getFile(presetOrFile);
   if (!buf)
     return makeError(presetOrFile + ": cannot open: " + buf.getError().message());
-  auto json = llvm::json::parse((*buf)->getBuffer());
-  if (!json)
-    return makeError(presetOrFile + ": not JSON: " + llvm::toString(json.takeError()));
-  const llvm::json::Object *o = json->getAsObject();
-  if (!o)
-    return makeError(presetOrFile + ": expected a JSON object");
+  hw.name = presetOrFile.str();
+  if (auto err = parseDescription((*buf)->getBuffer(), presetOrFile, hw))
+    return err;
+  return hw;
+}
+
+llvm::Expected<Hardware> parseHardwareJson(llvm::StringRef text, llvm::StringRef where) {
   Hardware hw = thisMachine();
-  hw.name = o->getString("name").getValueOr(presetOrFile).str();
-  for (auto [key, field] : {std::pair{"gpu_mem", &hw.gpuMem},
-                            std::pair{"cpu_mem", &hw.cpuMem},
-                            std::pair{"nvme_mem", &hw.nvmeMem}}) {
-    const llvm::json::Value *v = o->get(key);
-    if (!v)
-      continue;
-    if (auto n = v->getAsUINT64()) {
-      *field = *n;
-    } else if (auto s = v->getAsString()) {
-      auto size = parseSize(*s);
-      if (!size)
-        return addContext(size.takeError(), presetOrFile + ": " + key);
-      *field = *size;
-    } else {
-      return makeError(presetOrFile + ": " + key + " must be a size");
+  if (auto err = parseDescription(text, where, hw))
+    return err;
+  return hw;
+}
+
+std::string hardwareToJson(const Hardware &hw) {
+  llvm::json::Object o{{"name", hw.name}};
+  for (const Field &f : fields()) {
+    switch (f.kind) {
+    case FieldKind::Size:
+      o[f.key] = static_cast<int64_t>(hw.*(f.size));
+      break;
+    case FieldKind::Count:
+      o[f.key] = static_cast<int64_t>(hw.*(f.count));
+      break;
+    case FieldKind::Rate:
+      o[f.key] = hw.*(f.rate);
+      break;
     }
   }
-  for (auto [key, field] : {std::pair{"gpu_flops", &hw.gpuFlops},
-                            std::pair{"cpu_flops", &hw.cpuFlops},
-                            std::pair{"gpu_mem_bandwidth", &hw.gpuMemBandwidth},
-                            std::pair{"h2d_bandwidth", &hw.hostToDeviceBandwidth},
-                            std::pair{"nvme_bandwidth", &hw.nvmeBandwidth},
-                            std::pair{"network_bandwidth", &hw.networkBandwidth}})
-    if (auto n = o->getNumber(key))
-      *field = *n;
-  return hw;
+  return llvm::formatv("{0:2}", llvm::json::Value(std::move(o))).str();
 }
 
 } // namespace zinc

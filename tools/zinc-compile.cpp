@@ -5,6 +5,8 @@
 #include "zinc/passes/LossOutput.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PassManagerOptions.h"
+#include "zinc/plan/PlanSimulator.h"
+#include "zinc/plan/PlanTimeline.h"
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Hardware.h"
@@ -364,6 +366,7 @@ static Error compile() {
   zinc::EmitOptions emitOpts;
   emitOpts.mode = mode;
   emitOpts.hw = hw->name;
+  emitOpts.hardwareJson = zinc::hardwareToJson(*hw);
   emitOpts.gpuCapacity = hw->gpuMem;
   emitOpts.cpuCapacity = hw->cpuMem;
   emitOpts.nvmeCapacity = hw->nvmeMem;
@@ -384,6 +387,15 @@ static Error compile() {
     region.reset();
     return err;
   });
+  // The cost model's view of the step: what the report predicts and the
+  // summary says.
+  auto simulating = phases.time("simulate");
+  auto prediction = zinc::plan::simulatePlan(*plan, *hw);
+  simulating.reset();
+  if (!prediction) {
+    consumeError(verified.get());
+    return zinc::addContext(prediction.takeError(), modelPath);
+  }
   auto writing = phases.time("report and plan file");
   std::string bytes = zinc::plan::encodePlan(
       *plan, emit == "text" ? zinc::plan::PlanEncoding::Text : zinc::plan::PlanEncoding::Binary);
@@ -407,7 +419,9 @@ static Error compile() {
     config.checkpointMode = activationCheckpointing;
     config.optimizerTier = ctx.memory.optimizerTier;
     config.paramsTier = ctx.memory.paramsTier;
-    report = formatv("{0:2}", zinc::buildCompileReport(**graph, *plan, config, *hw)).str() + "\n";
+    llvm::json::Value built = zinc::buildCompileReport(**graph, *plan, config, *hw);
+    built.getAsObject()->try_emplace("predicted", zinc::plan::predictionSummary(*prediction));
+    report = formatv("{0:2}", std::move(built)).str() + "\n";
   }
   // Nothing is written for a plan the verifier refuses.
   if (Error err = verified.get())
@@ -422,6 +436,7 @@ static Error compile() {
   if (Error err = staged->commit())
     return err;
   writing.reset();
+  ctx.note("plan: " + zinc::plan::planSummary(*plan, *prediction));
   // The graph and the plan are left for the process's exit to reclaim, as
   // clang's -disable-free does: freeing 10^6 nodes one by one takes a
   // second and gives the memory to no one.

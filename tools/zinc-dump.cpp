@@ -1,5 +1,7 @@
 //===- zinc-dump.cpp - Shows what a plan does -----------------------------===//
 #include "zinc/plan/PlanDump.h"
+#include "zinc/plan/PlanSimulator.h"
+#include "zinc/plan/PlanTimeline.h"
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/OutputFile.h"
@@ -12,8 +14,17 @@ using namespace llvm;
 static cl::OptionCategory dumpCategory("zinc-dump options");
 static cl::opt<std::string> planPath(cl::Positional, cl::Required, cl::desc("PLAN"),
                                      cl::cat(dumpCategory));
-static cl::opt<std::string> outputFormat("format", cl::desc("text (default) or json"),
-                                   cl::init("text"), cl::cat(dumpCategory));
+static cl::opt<std::string>
+    outputFormat("format",
+                 cl::desc("text (default), json, or trace (the predicted timeline as "
+                          "Chrome trace JSON)"),
+                 cl::init("text"), cl::cat(dumpCategory));
+static cl::opt<std::string>
+    costModel("cost-model",
+              cl::desc("what prices the trace: hardware (default: the rates of the "
+                       "--hw the plan was compiled for) or instructions (one "
+                       "microsecond each, a deterministic timeline for tests)"),
+              cl::init("hardware"), cl::cat(dumpCategory));
 static cl::opt<bool>
     verify("verify",
            cl::desc("check the plan's memory and synchronisation "
@@ -26,11 +37,15 @@ static int toolMain(int argc, char **argv) {
   zinc::reportFileSizeLimitAsWriteErrors();
   cl::HideUnrelatedOptions(dumpCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-dump: show a zinc plan\n");
-  if (outputFormat != "text" && outputFormat != "json") {
+  if (outputFormat != "text" && outputFormat != "json" && outputFormat != "trace") {
     zinc::printError("zinc-dump",
                      zinc::makeError("--format=" + outputFormat +
-                                     " is not available (this zinc offers text and json; "
-                                     "trace and svg need the simulate pass)"));
+                                     " is not available (this zinc offers text, json and trace)"));
+    return 1;
+  }
+  if (costModel != "hardware" && costModel != "instructions") {
+    zinc::printError("zinc-dump", zinc::makeError("--cost-model must be hardware or "
+                                                  "instructions, not '" + costModel + "'"));
     return 1;
   }
   auto plan = zinc::plan::readPlanFile(planPath);
@@ -44,6 +59,28 @@ static int toolMain(int argc, char **argv) {
       return 1;
     }
     outs() << "plan verified\n";
+    return 0;
+  }
+  if (outputFormat == "trace") {
+    zinc::plan::CostModel model = costModel == "instructions"
+                                      ? zinc::plan::CostModel::InstructionCount
+                                      : zinc::plan::CostModel::Hardware;
+    zinc::Hardware hw;
+    if (model == zinc::plan::CostModel::Hardware) {
+      auto described = zinc::plan::planHardware(*plan);
+      if (!described) {
+        zinc::printError("zinc-dump", zinc::addContext(described.takeError(), planPath));
+        return 1;
+      }
+      hw = *described;
+    }
+    auto prediction = zinc::plan::simulatePlan(*plan, hw, model);
+    if (!prediction) {
+      zinc::printError("zinc-dump",
+                       zinc::addContext(prediction.takeError(), planPath + ": corrupt plan"));
+      return 1;
+    }
+    outs() << zinc::plan::predictedTrace(*plan, *prediction) << "\n";
     return 0;
   }
   if (outputFormat == "json")

@@ -1,5 +1,6 @@
 //===- EmitPlan.cpp - Lowering a scheduled graph to the plan protobuf -----===//
 #include "zinc/passes/EmitPlan.h"
+#include "zinc/passes/NodeFlops.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/TierLayout.h"
 #include "llvm/Support/MathExtras.h"
@@ -330,6 +331,7 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
   p.set_zero_stage(opts.zeroStage);
   p.set_mode(opts.mode);
   p.set_hw(opts.hw);
+  p.set_hardware_json(opts.hardwareJson);
   p.set_loss(-1);
 
   TierLayout computed;
@@ -402,6 +404,8 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
     inst->set_domain(n->domain);
     inst->set_op(n->opType);
     inst->set_stream(toPlanStream(n->stream));
+    if (n->stream == ir::Stream::Compute || n->stream == ir::Stream::Host)
+      inst->set_flops(passes::estimateFlops(*n));
     for (const ir::Value *in : n->inputs)
       inst->add_inputs(idOf(in));
     for (const ir::Value *out : n->outputs)

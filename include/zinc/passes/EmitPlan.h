@@ -11,6 +11,9 @@ namespace zinc {
 struct EmitOptions {
   std::string mode = "infer";
   std::string hw = "cpu";
+  /// The description's rates as JSON (hardwareToJson), kept in the plan
+  /// for the cost model; empty leaves them out.
+  std::string hardwareJson;
   /// --zero-stage, recorded in the plan (the graph carries the ranks).
   unsigned zeroStage = 0;
   /// Tier capacities in bytes; 0 means unbounded.

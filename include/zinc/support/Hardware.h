@@ -1,30 +1,77 @@
-//===- Hardware.h - What one rank's machine offers: tiers and links -------===//
+//===- Hardware.h - What one rank's machine offers: tiers, rates, links ---===//
+//
+// A hardware description (--hw): the capacities the memory planner proves
+// against, and the rates the cost model (plan/PlanSimulator.h) prices work
+// with. Presets are the documented JSON files in hw/ (each field with its
+// source), compiled in; `cpu` is this machine. docs/hardware.md describes
+// the format.
+//
+//===----------------------------------------------------------------------===//
 #ifndef ZINC_SUPPORT_HARDWARE_H
 #define ZINC_SUPPORT_HARDWARE_H
 
 #include "llvm/Support/Error.h"
 #include <string>
+#include <vector>
 
 namespace zinc {
 
-/// Per rank (one GPU and its share of the host). Capacities in bytes,
-/// bandwidths in bytes/s, compute in FLOP/s.
+/// Capacities in bytes per rank (one GPU and its share of the host);
+/// bandwidths in bytes/s, compute in FLOP/s, latencies in seconds. Rates
+/// marked "per node" are shared by the node's ranks.
 struct Hardware {
   std::string name;
   uint64_t gpuMem = 0;
   uint64_t cpuMem = 0;
   uint64_t nvmeMem = 0;
-  double gpuFlops = 0;
-  double cpuFlops = 0;
+  unsigned gpusPerNode = 1;
+  /// Dense FLOP/s of one GPU in fp32, and in fp16/bf16 (tensor cores).
+  double gpuFlopsFp32 = 0;
+  double gpuFlopsHalf = 0;
   double gpuMemBandwidth = 0;
+  /// What one kernel costs beyond its work (launch, event bookkeeping).
+  double kernelLaunchSeconds = 0;
+  /// One host link (PCIe), each way; `gpusPerHostLink` GPUs share it.
   double hostToDeviceBandwidth = 0;
-  double nvmeBandwidth = 0;
-  double networkBandwidth = 0;
+  double deviceToHostBandwidth = 0;
+  unsigned gpusPerHostLink = 1;
+  /// Per node.
+  double cpuMemBandwidth = 0;
+  double cpuAdamParamsPerSecond = 0;
+  double nvmeReadBandwidth = 0;
+  double nvmeWriteBandwidth = 0;
+  /// Per GPU: the bus bandwidth of a ring collective and the latency of one
+  /// of its steps, within a node and across nodes.
+  double intraNodeBandwidth = 0;
+  double intraNodeLatency = 0;
+  double interNodeBandwidth = 0;
+  double interNodeLatency = 0;
+
+  /// The per-rank share of the node's rates when `ranks` ranks run the
+  /// same plan at once (ZeRO's ranks are symmetric): NVMe, CPU memory and
+  /// host links are divided among the ranks that share them.
+  unsigned ranksPerNode(unsigned ranks) const;
+  double h2dPerRank(unsigned ranks) const;
+  double d2hPerRank(unsigned ranks) const;
+  double nvmeReadPerRank(unsigned ranks) const;
+  double nvmeWritePerRank(unsigned ranks) const;
+  double cpuMemBandwidthPerRank(unsigned ranks) const;
+  double cpuAdamPerRank(unsigned ranks) const;
 };
 
-/// A preset name (cpu, dgx2-v100, dgx-a100-80g, h100-sxm) or a JSON file
-/// with the same fields ({"name": .., "gpu_mem": "80GiB", ...}).
+/// A preset name (`hardwarePresetNames()`) or a JSON file of the format of
+/// hw/*.json; a file's missing fields keep this machine's (`cpu`) values.
 llvm::Expected<Hardware> loadHardware(llvm::StringRef presetOrFile);
+
+/// A description as JSON text (`where` names it in errors), over this
+/// machine's values.
+llvm::Expected<Hardware> parseHardwareJson(llvm::StringRef text, llvm::StringRef where);
+
+/// The preset names --hw accepts, `cpu` first.
+std::vector<std::string> hardwarePresetNames();
+
+/// `hw` as a JSON description that loadHardware reads back.
+std::string hardwareToJson(const Hardware &hw);
 
 } // namespace zinc
 

@@ -1,0 +1,186 @@
+//===- PlanSimulator.cpp - Cost model and discrete-event simulation -------===//
+#include "zinc/plan/PlanSimulator.h"
+#include "zinc/support/DType.h"
+#include "zinc/support/Error.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include <algorithm>
+
+namespace zinc::plan {
+
+const char *streamName(Stream stream) {
+  switch (stream) {
+  case STREAM_COMPUTE: return "compute";
+  case STREAM_H2D: return "h2d";
+  case STREAM_D2H: return "d2h";
+  case STREAM_NVME: return "nvme";
+  case STREAM_COLLECTIVE: return "collective";
+  case STREAM_HOST: return "host";
+  default: return "unknown";
+  }
+}
+
+namespace {
+
+/// Prices instructions of one plan on one machine.
+class CostModelOf {
+public:
+  CostModelOf(const Plan &plan, const Hardware &hw)
+      : plan(plan), hw(hw), ranks(std::max(1u, plan.ranks())) {}
+
+  /// Bytes the instruction moves: a transfer's or collective's tensor
+  /// (the whole one), a kernel's distinct operands.
+  uint64_t bytes(const Instruction &inst) const {
+    if (isTransfer(inst))
+      return sizeOf(inst.inputs(0));
+    if (isCollective(inst)) {
+      if (inst.op() == "AllGather")
+        return inst.outputs_size() ? sizeOf(inst.outputs(0)) : 0;
+      return inst.inputs_size() ? sizeOf(inst.inputs(0)) : 0;
+    }
+    uint64_t total = 0;
+    for (int id : inst.inputs())
+      total += sizeOf(id);
+    for (int id : inst.outputs())
+      total += sizeOf(id);
+    return total;
+  }
+
+  double seconds(const Instruction &inst, uint64_t moved) const {
+    switch (inst.stream()) {
+    case STREAM_H2D:
+      return moved / hw.h2dPerRank(ranks);
+    case STREAM_D2H:
+      return moved / hw.d2hPerRank(ranks);
+    case STREAM_NVME: {
+      bool read = inst.inputs_size() && tierOf(inst.inputs(0)) == TIER_NVME;
+      return moved / (read ? hw.nvmeReadPerRank(ranks) : hw.nvmeWritePerRank(ranks));
+    }
+    case STREAM_COLLECTIVE:
+      if (isCollective(inst))
+        return collectiveSeconds(inst, moved);
+      return hw.kernelLaunchSeconds + moved / hw.gpuMemBandwidth;
+    case STREAM_HOST: {
+      if (isOptimizerStep(inst) && inst.inputs_size())
+        return elementsOf(inst.inputs(0)) / hw.cpuAdamPerRank(ranks);
+      return moved / hw.cpuMemBandwidthPerRank(ranks);
+    }
+    case STREAM_COMPUTE:
+    default: {
+      double flopRate = isHalf(inst) ? hw.gpuFlopsHalf : hw.gpuFlopsFp32;
+      return hw.kernelLaunchSeconds +
+             std::max(inst.flops() / flopRate, moved / hw.gpuMemBandwidth);
+    }
+    }
+  }
+
+private:
+  static bool isTransfer(const Instruction &inst) {
+    return inst.domain() == "zinc" && (inst.op() == "Copy" || inst.op() == "CopyInto") &&
+           inst.inputs_size() && inst.stream() != STREAM_COMPUTE &&
+           inst.stream() != STREAM_HOST && inst.stream() != STREAM_COLLECTIVE;
+  }
+  static bool isCollective(const Instruction &inst) {
+    return inst.domain() == "zinc" &&
+           (inst.op() == "AllGather" || inst.op() == "ReduceScatter" || inst.op() == "AllReduce");
+  }
+  static bool isOptimizerStep(const Instruction &inst) {
+    return inst.domain() == "zinc" &&
+           (inst.op() == "Adam" || inst.op() == "AdamW" || inst.op() == "SGD");
+  }
+  bool valid(int id) const { return id >= 0 && id < plan.tensors_size(); }
+  uint64_t sizeOf(int id) const { return valid(id) ? plan.tensors(id).size_bytes() : 0; }
+  Tier tierOf(int id) const { return valid(id) ? plan.tensors(id).tier() : TIER_GPU; }
+  double elementsOf(int id) const {
+    if (!valid(id))
+      return 0;
+    const Tensor &t = plan.tensors(id);
+    double n = 1;
+    for (int64_t d : t.shape())
+      n *= static_cast<double>(d);
+    return n;
+  }
+  /// Whether the kernel computes in 16 bits (tensor-core rates).
+  bool isHalf(const Instruction &inst) const {
+    int id = inst.outputs_size() ? inst.outputs(0) : inst.inputs_size() ? inst.inputs(0) : -1;
+    if (!valid(id))
+      return false;
+    auto dtype = dtypeFromOnnx(plan.tensors(id).dtype());
+    return dtype && (*dtype == DType::F16 || *dtype == DType::BF16);
+  }
+  double collectiveSeconds(const Instruction &inst, uint64_t whole) const {
+    if (ranks <= 1)
+      return hw.kernelLaunchSeconds;
+    bool withinNode = ranks <= hw.gpusPerNode;
+    double bandwidth = withinNode ? hw.intraNodeBandwidth : hw.interNodeBandwidth;
+    double latency = withinNode ? hw.intraNodeLatency : hw.interNodeLatency;
+    double steps = ranks - 1;
+    double one = steps / ranks * whole / bandwidth + steps * latency;
+    return inst.op() == "AllReduce" ? 2 * one : one;
+  }
+
+  const Plan &plan;
+  const Hardware &hw;
+  unsigned ranks;
+};
+
+} // namespace
+
+llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
+                                        CostModel model) {
+  Prediction out;
+  out.timeline.resize(plan.instructions_size());
+  CostModelOf costs(plan, hw);
+  std::array<double, kNumStreams> streamFree{};
+  std::vector<double> signalled(plan.num_events(), 0.0);
+  // Plan order is a valid sequential order (every event is signalled before
+  // it is waited on), so one pass in plan order places each instruction at
+  // the earliest time its stream and its events allow: exactly what the
+  // per-stream executors do.
+  for (int i = 0; i < plan.instructions_size(); ++i) {
+    const Instruction &inst = plan.instructions(i);
+    unsigned stream = static_cast<unsigned>(inst.stream());
+    if (stream >= kNumStreams)
+      return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
+                       "') is on unknown stream " + llvm::Twine(stream));
+    double start = streamFree[stream];
+    for (uint32_t e : inst.wait_events()) {
+      if (e >= signalled.size())
+        return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
+                         "') waits on event " + llvm::Twine(e) + " of " +
+                         llvm::Twine(signalled.size()));
+      start = std::max(start, signalled[e]);
+    }
+    PredictedInstruction &p = out.timeline[i];
+    p.bytes = costs.bytes(inst);
+    p.flops = inst.flops();
+    double cost = model == CostModel::InstructionCount ? 1e-6 : costs.seconds(inst, p.bytes);
+    p.start = start;
+    p.end = start + cost;
+    streamFree[stream] = p.end;
+    out.busySeconds[stream] += cost;
+    for (uint32_t e : inst.signal_events()) {
+      if (e >= signalled.size())
+        return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
+                         "') signals event " + llvm::Twine(e) + " of " +
+                         llvm::Twine(signalled.size()));
+      signalled[e] = p.end;
+    }
+    out.stepSeconds = std::max(out.stepSeconds, p.end);
+  }
+  for (unsigned s = 0; s < kNumStreams; ++s)
+    if (out.busySeconds[s] > out.lowerBoundSeconds) {
+      out.lowerBoundSeconds = out.busySeconds[s];
+      out.bottleneck = static_cast<Stream>(s);
+    }
+  return out;
+}
+
+llvm::Expected<Hardware> planHardware(const Plan &plan) {
+  if (plan.hardware_json().empty())
+    return makeError("the plan holds no hardware description (compiled before the cost "
+                     "model): compile it again");
+  return parseHardwareJson(plan.hardware_json(), "the plan's hardware description");
+}
+
+} // namespace zinc::plan

@@ -1,0 +1,209 @@
+//===- PlanSimulatorTest.cpp - The cost model and the step's simulation ---===//
+#include "test/unit/plan/PlanBuilder.h"
+#include "zinc/plan/PlanSimulator.h"
+#include "zinc/plan/PlanTimeline.h"
+#include "gtest/gtest.h"
+
+using namespace zinc;
+using namespace zinc::plan;
+using zinc::plan::test::PlanBuilder;
+
+namespace {
+
+/// Round numbers, so expected costs can be written down by hand.
+Hardware roundHardware() {
+  Hardware hw;
+  hw.name = "round";
+  hw.gpusPerNode = 8;
+  hw.gpuFlopsFp32 = 1e12;
+  hw.gpuFlopsHalf = 8e12;
+  hw.gpuMemBandwidth = 1e12;
+  hw.kernelLaunchSeconds = 0;
+  hw.hostToDeviceBandwidth = 1e9;
+  hw.deviceToHostBandwidth = 2e9;
+  hw.gpusPerHostLink = 2;
+  hw.cpuMemBandwidth = 80e9;
+  hw.cpuAdamParamsPerSecond = 8e9;
+  hw.nvmeReadBandwidth = 8e9;
+  hw.nvmeWriteBandwidth = 4e9;
+  hw.intraNodeBandwidth = 100e9;
+  hw.intraNodeLatency = 1e-6;
+  hw.interNodeBandwidth = 10e9;
+  hw.interNodeLatency = 10e-6;
+  return hw;
+}
+
+Prediction simulate(const Plan &plan, const Hardware &hw,
+                    CostModel model = CostModel::Hardware) {
+  auto p = simulatePlan(plan, hw, model);
+  EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  return p ? *p : Prediction{};
+}
+
+TEST(HardwareShares, RanksOfANodeShareItsLinksAndDisks) {
+  Hardware hw = roundHardware();
+  EXPECT_EQ(hw.ranksPerNode(1), 1u);
+  EXPECT_EQ(hw.ranksPerNode(64), 8u);
+  // One rank has a host link to itself; two or more share it by pairs.
+  EXPECT_DOUBLE_EQ(hw.h2dPerRank(1), 1e9);
+  EXPECT_DOUBLE_EQ(hw.h2dPerRank(16), 0.5e9);
+  EXPECT_DOUBLE_EQ(hw.d2hPerRank(16), 1e9);
+  // NVMe and CPU memory are the node's, shared by all its ranks.
+  EXPECT_DOUBLE_EQ(hw.nvmeReadPerRank(4), 2e9);
+  EXPECT_DOUBLE_EQ(hw.nvmeWritePerRank(512), 0.5e9);
+  EXPECT_DOUBLE_EQ(hw.cpuAdamPerRank(8), 1e9);
+}
+
+TEST(PlanSimulator, StreamsOverlapUntilAnEventOrdersThem) {
+  // h2d fetches w while compute works on x; the product waits for w.
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 1000);
+  int y = b.tensor("y", TIER_GPU, 4096, 1000);
+  int wHost = b.tensor("w.host", TIER_CPU, 0, 250000, ROLE_PARAMETER);
+  int w = b.tensor("w", TIER_GPU, 8192, 250000);
+  int z = b.tensor("z", TIER_GPU, 1 << 20, 1000);
+  b.inst("relu", "Relu", STREAM_COMPUTE, {x}, {y}).set_flops(1000);
+  b.inst("fetch", "zinc.Copy", STREAM_H2D, {wHost}, {w}, {}, {0});
+  b.inst("mul", "Mul", STREAM_COMPUTE, {y, w}, {z}, {0}).set_flops(2e9);
+  Hardware hw = roundHardware();
+
+  // Counting instructions: relu [0,1), fetch [0,1), mul [1,2).
+  Prediction count = simulate(b.p, hw, CostModel::InstructionCount);
+  ASSERT_EQ(count.timeline.size(), 3u);
+  EXPECT_DOUBLE_EQ(count.timeline[2].start, 1e-6);
+  EXPECT_DOUBLE_EQ(count.stepSeconds, 2e-6);
+  EXPECT_DOUBLE_EQ(count.lowerBoundSeconds, 2e-6);
+  EXPECT_EQ(count.bottleneck, STREAM_COMPUTE);
+
+  // On the machine: relu is bandwidth-bound (8 KB at 1 TB/s = 8 ns), the
+  // fetch moves 1 MB at the one-rank link's 1 GB/s (1 ms), mul is
+  // FLOP-bound (2 GFLOP at 1 TFLOP/s = 2 ms) and starts when w is there.
+  Prediction p = simulate(b.p, hw);
+  EXPECT_DOUBLE_EQ(p.timeline[0].end, 8e-9);
+  EXPECT_EQ(p.timeline[1].bytes, 1000000u);
+  EXPECT_DOUBLE_EQ(p.timeline[1].end, 1e-3);
+  EXPECT_DOUBLE_EQ(p.timeline[2].start, 1e-3);
+  EXPECT_NEAR(p.stepSeconds, 3e-3, 1e-12);
+  EXPECT_NEAR(p.busySeconds[STREAM_COMPUTE], 2e-3 + 8e-9, 1e-12);
+  EXPECT_DOUBLE_EQ(p.busySeconds[STREAM_H2D], 1e-3);
+  // No schedule beats the compute stream's 2 ms; this one idles 1 ms.
+  EXPECT_EQ(p.bottleneck, STREAM_COMPUTE);
+  EXPECT_NEAR(p.overlapEfficiency(), (2e-3 + 8e-9) / 3e-3, 1e-9);
+}
+
+TEST(PlanSimulator, TransfersAndHostUpdatesArePricedByTheirLink) {
+  PlanBuilder b;
+  b.tier(TIER_CPU, 0, 1 << 24);
+  b.tier(TIER_NVME, 0, 1 << 24);
+  int mNvme = b.tensor("m.nvme", TIER_NVME, 0, 1000000, ROLE_STATE);
+  int m = b.tensor("m", TIER_CPU, 0, 1000000);
+  int g = b.tensor("g", TIER_CPU, 4000000, 1000000);
+  int p = b.tensor("p", TIER_CPU, 8000000, 1000000, ROLE_PARAMETER);
+  int gGpu = b.tensor("g.gpu", TIER_GPU, 0, 1000000);
+  b.inst("read", "zinc.Copy", STREAM_NVME, {mNvme}, {m}, {}, {0});
+  b.inst("grad out", "zinc.CopyInto", STREAM_D2H, {gGpu, g}, {}, {}, {1});
+  b.inst("adam", "zinc.AdamW", STREAM_HOST, {p, g, m}, {}, {0, 1}, {2});
+  b.inst("write", "zinc.CopyInto", STREAM_NVME, {m, mNvme}, {}, {2});
+  b.p.set_ranks(8);
+  Prediction pred = simulate(b.p, roundHardware());
+  // 4 MB at 8 GB/s over 8 ranks of the node: 4 ms each way at 1 GB/s.
+  EXPECT_DOUBLE_EQ(pred.timeline[0].end, 4e-3);
+  // 4 MB at 2 GB/s shared by a pair of ranks: 4 ms.
+  EXPECT_DOUBLE_EQ(pred.timeline[1].end, 4e-3);
+  // 1M parameters at 8e9/s over 8 ranks: 1 ms, after both.
+  EXPECT_DOUBLE_EQ(pred.timeline[2].start, 4e-3);
+  EXPECT_DOUBLE_EQ(pred.timeline[2].end, 5e-3);
+  // 4 MB written at 4 GB/s over 8 ranks: 8 ms.
+  EXPECT_DOUBLE_EQ(pred.timeline[3].end, 13e-3);
+  EXPECT_EQ(pred.bottleneck, STREAM_NVME);
+  EXPECT_DOUBLE_EQ(pred.lowerBoundSeconds, 12e-3);
+}
+
+TEST(PlanSimulator, CollectivesFollowTheRingAlgorithm) {
+  PlanBuilder b;
+  int shard = b.tensor("w.shard", TIER_GPU, 0, 1000, ROLE_PARAMETER);
+  int whole = b.tensor("w", TIER_GPU, 4096, 8000);
+  b.inst("gather", "zinc.AllGather", STREAM_COLLECTIVE, {shard}, {whole});
+  b.inst("reduce", "zinc.AllReduce", STREAM_COLLECTIVE, {whole}, {});
+  Hardware hw = roundHardware();
+  // 8 ranks in one node: 7/8 of 32 KB at 100 GB/s plus 7 latencies.
+  b.p.set_ranks(8);
+  Prediction in = simulate(b.p, hw);
+  double gather = 7.0 / 8 * 32000 / 100e9 + 7 * 1e-6;
+  EXPECT_NEAR(in.timeline[0].end, gather, 1e-15);
+  EXPECT_EQ(in.timeline[0].bytes, 32000u);
+  // An all-reduce is a reduce-scatter and an all-gather.
+  EXPECT_NEAR(in.timeline[1].end - in.timeline[1].start, 2 * gather, 1e-15);
+  // 16 ranks span nodes: the slower links set the pace.
+  b.p.set_ranks(16);
+  Prediction across = simulate(b.p, hw);
+  EXPECT_NEAR(across.timeline[0].end, 15.0 / 16 * 32000 / 10e9 + 15 * 10e-6, 1e-15);
+}
+
+TEST(PlanSimulator, HalfPrecisionKernelsUseTensorCoreRates) {
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 10);
+  b.p.mutable_tensors(x)->set_dtype(10); // ONNX FLOAT16
+  int y = b.tensor("y", TIER_GPU, 64, 10);
+  b.p.mutable_tensors(y)->set_dtype(10);
+  b.inst("mm", "MatMul", STREAM_COMPUTE, {x, x}, {y}).set_flops(8e9);
+  EXPECT_DOUBLE_EQ(simulate(b.p, roundHardware()).stepSeconds, 1e-3);
+}
+
+TEST(PlanSimulator, EventsOutOfRangeAreACorruptPlan) {
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 4);
+  b.inst("relu", "Relu", STREAM_COMPUTE, {x}, {x}, {3});
+  auto p = simulatePlan(b.p, roundHardware());
+  ASSERT_FALSE(static_cast<bool>(p));
+  EXPECT_EQ(llvm::toString(p.takeError()), "instruction 0 ('relu') waits on event 3 of 0");
+}
+
+TEST(PlanSimulator, SummaryNamesPeaksStepAndBytes) {
+  PlanBuilder b;
+  b.tier(TIER_CPU, 1 << 30, 4000000);
+  int wHost = b.tensor("w.host", TIER_CPU, 0, 1000000, ROLE_PARAMETER);
+  int w = b.tensor("w", TIER_GPU, 0, 1000000);
+  b.inst("fetch", "zinc.Copy", STREAM_H2D, {wHost}, {w});
+  Prediction p = simulate(b.p, roundHardware());
+  EXPECT_EQ(planSummary(b.p, p),
+            "gpu 1.00 MiB, cpu 3.81 MiB of 1.00 GiB; predicted step 4.00 ms (lower bound "
+            "4.00 ms, h2d-bound), overlap efficiency 1.00; per step: h2d 3.81 MiB");
+}
+
+TEST(HardwareDescription, JsonRoundTripsAndPresetsLoad) {
+  for (const std::string &name : hardwarePresetNames()) {
+    auto hw = loadHardware(name);
+    ASSERT_TRUE(static_cast<bool>(hw)) << name << ": " << llvm::toString(hw.takeError());
+    EXPECT_EQ(hw->name, name);
+    EXPECT_GT(hw->gpuMem, 0u);
+    EXPECT_GT(hw->gpuFlopsHalf, 0);
+    EXPECT_GT(hw->interNodeBandwidth, 0);
+    auto back = parseHardwareJson(hardwareToJson(*hw), "round trip");
+    ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+    EXPECT_EQ(hardwareToJson(*back), hardwareToJson(*hw));
+  }
+  auto v100 = loadHardware("dgx2-v100");
+  ASSERT_TRUE(static_cast<bool>(v100));
+  EXPECT_EQ(v100->gpuMem, 32ull << 30);
+  EXPECT_EQ(v100->gpusPerNode, 16u);
+  EXPECT_DOUBLE_EQ(v100->gpuFlopsHalf, 125e12);
+}
+
+TEST(HardwareDescription, BadFieldsAreNamed) {
+  auto error = [](llvm::StringRef text) {
+    auto hw = parseHardwareJson(text, "hw.json");
+    return hw ? std::string() : llvm::toString(hw.takeError());
+  };
+  EXPECT_EQ(error(R"({"gpu_memory": "8GiB"})"),
+            "hw.json: unknown field 'gpu_memory' (docs/hardware.md lists them)");
+  EXPECT_EQ(error(R"({"h2d_bandwidth": -1})"), "hw.json: h2d_bandwidth must be a positive number");
+  EXPECT_EQ(error(R"({"gpus_per_node": 0})"),
+            "hw.json: gpus_per_node must be a whole number between 1 and 2^20");
+  EXPECT_EQ(error(R"({"gpu_mem": true})"),
+            "hw.json: gpu_mem must be a size (bytes, or a string such as \"32GiB\")");
+  EXPECT_EQ(error("[1]"), "hw.json: expected a JSON object");
+  EXPECT_EQ(error(R"({"gpu_mem": "8GiB", "sources": {"gpu_mem": "a datasheet"}})"), "");
+}
+
+} // namespace
