@@ -282,7 +282,8 @@ def report_summary(path):
                 rep.get("predicted_collective_bytes_per_step", {}),
             "tiling": rep.get("tiling", []),
             "activation_checkpointing": ac,
-            "predicted_transfer_bytes_per_step": rep.get("predicted_transfer_bytes_per_step", {})}
+            "predicted_transfer_bytes_per_step": rep.get("predicted_transfer_bytes_per_step", {}),
+            "predicted": rep.get("predicted", {})}
 
 
 def bench_one(compiler, flags, kind, cfg, work, timeout, time_passes, keep):

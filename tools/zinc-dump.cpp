@@ -1,5 +1,6 @@
 //===- zinc-dump.cpp - Shows what a plan does -----------------------------===//
 #include "zinc/plan/PlanDump.h"
+#include "zinc/plan/PlanPicture.h"
 #include "zinc/plan/PlanSimulator.h"
 #include "zinc/plan/PlanTimeline.h"
 #include "zinc/plan/PlanVerifier.h"
@@ -16,8 +17,9 @@ static cl::opt<std::string> planPath(cl::Positional, cl::Required, cl::desc("PLA
                                      cl::cat(dumpCategory));
 static cl::opt<std::string>
     outputFormat("format",
-                 cl::desc("text (default), json, or trace (the predicted timeline as "
-                          "Chrome trace JSON)"),
+                 cl::desc("text (default), json, trace (the predicted timeline as "
+                          "Chrome trace JSON) or svg (memory per tier over the step "
+                          "and the stream timeline, as a picture)"),
                  cl::init("text"), cl::cat(dumpCategory));
 static cl::opt<std::string>
     costModel("cost-model",
@@ -37,10 +39,11 @@ static int toolMain(int argc, char **argv) {
   zinc::reportFileSizeLimitAsWriteErrors();
   cl::HideUnrelatedOptions(dumpCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-dump: show a zinc plan\n");
-  if (outputFormat != "text" && outputFormat != "json" && outputFormat != "trace") {
+  if (outputFormat != "text" && outputFormat != "json" && outputFormat != "trace" &&
+      outputFormat != "svg") {
     zinc::printError("zinc-dump",
-                     zinc::makeError("--format=" + outputFormat +
-                                     " is not available (this zinc offers text, json and trace)"));
+                     zinc::makeError("--format must be text, json, trace or svg, not '" +
+                                     outputFormat + "'"));
     return 1;
   }
   if (costModel != "hardware" && costModel != "instructions") {
@@ -61,7 +64,7 @@ static int toolMain(int argc, char **argv) {
     outs() << "plan verified\n";
     return 0;
   }
-  if (outputFormat == "trace") {
+  if (outputFormat == "trace" || outputFormat == "svg") {
     zinc::plan::CostModel model = costModel == "instructions"
                                       ? zinc::plan::CostModel::InstructionCount
                                       : zinc::plan::CostModel::Hardware;
@@ -80,7 +83,10 @@ static int toolMain(int argc, char **argv) {
                        zinc::addContext(prediction.takeError(), planPath + ": corrupt plan"));
       return 1;
     }
-    outs() << zinc::plan::predictedTrace(*plan, *prediction) << "\n";
+    if (outputFormat == "svg")
+      zinc::plan::writePlanSvg(*plan, *prediction, outs());
+    else
+      outs() << zinc::plan::predictedTrace(*plan, *prediction) << "\n";
     return 0;
   }
   if (outputFormat == "json")

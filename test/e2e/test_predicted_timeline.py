@@ -12,6 +12,8 @@ weights on NVMe, parameters on the CPU), on this machine's description:
     the events between streams, and prefetches overlapping compute;
   - with the instruction-count model the predicted step is the plan's
     critical path in instructions, at most the instruction count;
+  - zinc-dump --format=svg draws memory per tier stacked by what it holds
+    over the step, above the streams' timeline (well-formed SVG);
   - zinc-run --trace on the same plan passes the same checker, with the same
     stream tracks (copies the nvme lane keeps in flight together on tracks
     of their own below the stream's);
@@ -156,8 +158,25 @@ class PredictedTimelineTest(unittest.TestCase):
                               "--dim", "batch=1")
         self.assertGreater(rep["predicted"]["busy_seconds"]["collective"], 0)
 
+    def test_svg_picture_of_memory_and_streams(self):
+        import xml.etree.ElementTree as ET
+        proc = run_tool([self.zinc_dump, self.plan, "--format=svg"])
+        root = ET.fromstring(proc.stdout)
+        self.assertEqual(root.tag, "{http://www.w3.org/2000/svg}svg")
+        text = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+        for tier in ("GPU tier", "CPU tier", "NVMe tier"):
+            self.assertIn(tier, text)
+        for stream in ("compute", "h2d", "d2h", "nvme", "host"):
+            self.assertRegex(text, stream + r" \(\d+% busy\)")
+        # The bands stacked under each tier's peak are titled by what they hold.
+        bands = {t.text for t in root.iter("{http://www.w3.org/2000/svg}title")}
+        self.assertTrue({"parameters", "gradients", "optimizer states", "activations"} <= bands,
+                        bands)
+        self.assertIn("overlap efficiency", text)
+
     def test_dump_errors(self):
-        for flags, message in ((["--format=svg"], "--format=svg is not available"),
+        for flags, message in ((["--format=png"], "--format must be text, json, trace or svg, "
+                                                   "not 'png'"),
                                (["--format=trace", "--cost-model=magic"],
                                 "--cost-model must be hardware or instructions, not 'magic'")):
             proc = subprocess.run([self.zinc_dump, self.plan] + flags, capture_output=True,
