@@ -1,6 +1,7 @@
 //===- zinc-run.cpp - Executes a zinc plan for N steps --------------------===//
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/comm/Communicator.h"
+#include "zinc/runtime/Calibrate.h"
 #include "zinc/runtime/StepLoop.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/OutputFile.h"
@@ -19,8 +20,13 @@
 using namespace llvm;
 
 static cl::OptionCategory runCategory("zinc-run options");
-static cl::opt<std::string> planPath(cl::Positional, cl::Required,
-                                     cl::desc("PLAN"), cl::cat(runCategory));
+static cl::opt<std::string> planPath(cl::Positional, cl::desc("PLAN"), cl::cat(runCategory));
+static cl::opt<bool>
+    calibrate("calibrate",
+              cl::desc("measure this machine (GEMM, memory, copies, CPU Adam, thread "
+                       "handoffs, and the NVMe tier under --nvme-dir) and print a "
+                       "hardware description for zinc-compile --hw=FILE.json"),
+              cl::cat(runCategory));
 static cl::opt<unsigned> steps("steps", cl::desc("Steps to run (default 1)"),
                                cl::init(1), cl::cat(runCategory));
 static cl::opt<std::string> dataPath(
@@ -146,6 +152,30 @@ static int toolMain(int argc, char **argv) {
   }
   if (!nvmeDir.empty() && !sys::fs::is_directory(nvmeDir)) {
     zinc::printError(tool, zinc::makeError(nvmeDir + ": --nvme-dir is not a directory"));
+    return 1;
+  }
+  if (calibrate) {
+    if (!planPath.empty()) {
+      zinc::printError(tool, zinc::makeError("--calibrate measures the machine and takes "
+                                             "no PLAN"));
+      return 1;
+    }
+    zinc::rt::CalibrateOptions calibration;
+    calibration.nvmeDir = nvmeDir;
+    calibration.progress = [](const std::string &line) {
+      errs() << tool << ": calibrate: " << line << "\n";
+    };
+    auto hw = zinc::rt::calibrateThisMachine(calibration);
+    if (!hw) {
+      zinc::printError(tool, hw.takeError());
+      return 1;
+    }
+    outs() << zinc::hardwareToJson(*hw) << "\n";
+    return 0;
+  }
+  if (planPath.empty()) {
+    zinc::printError(tool, zinc::makeError("no PLAN given (usage: zinc-run PLAN [options], "
+                                           "or zinc-run --calibrate)"));
     return 1;
   }
   if (steps == 0) {

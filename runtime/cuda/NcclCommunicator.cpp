@@ -216,7 +216,7 @@ createNcclCommunicator(comm::Communicator &bootstrap, cudaStream_t stream,
   auto comm = std::make_unique<NcclCommunicator>(bootstrap.rank(), bootstrap.size(), stream,
                                                  timeoutSeconds);
   if (auto err = comm->init(bootstrap))
-    return std::move(err);
+    return err;
   return std::unique_ptr<comm::Communicator>(std::move(comm));
 }
 
