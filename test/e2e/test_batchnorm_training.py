@@ -29,13 +29,19 @@ The opset 17 case also runs with the weights and running statistics in the
 CPU tier (--offload-params=cpu --offload-optimizer=cpu) and must give the same
 bits.
 
+Every comparison accepts agreement with PyTorch's float32 run or with the same
+training in float64, whichever zinc's rounding follows (see below).
+
 Why this data and learning rate. A ReLU whose input lies within float32
 rounding noise of zero (about 1e-6 here) takes either side in two float32
 implementations, and the gradient at that one position (up to 1e-2 in this
 model) then differs: PyTorch's own float32 and float64 runs differ by 2.4e-3
 in the loss on seed 2's data at lr 1e-3 for this reason, and zinc meets such
 a point on seeds 1 to 3 and at lr 1e-2. Seed 0 at lr 1e-3 meets none in these
-four steps (zinc agrees with PyTorch to 1e-6 in the losses). A failure here
+four steps on AVX-512 machines (zinc agrees with PyTorch to 1e-6 in the
+losses); on an AVX2-only Zen 3 PyTorch's own float32 run meets one in step 3
+(conv1.weight 2.4e-4 from float64, where zinc is within 1.6e-7 of float64),
+hence the float64 reference. A failure here
 after an unrelated change to the rounding of a kernel (a GEMM, a reduction
 order) may be such a point; compare with a float64 PyTorch run before
 suspecting BatchNorm.
@@ -78,13 +84,16 @@ class BatchNormTrainingTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def check_close(self, what, got, want, rtol=RTOL):
-        self.assertEqual(got.shape, want.shape, what)
-        scale = max(float(np.max(np.abs(want))), 1e-30)
-        err = float(np.max(np.abs(got.astype(np.float64) - want)))
-        self.assertLessEqual(err, rtol * scale,
-                             "%s: max error %.3g, largest magnitude %.3g"
-                             % (what, err, scale))
+    def check_close(self, what, got, wants, rtol=RTOL):
+        """`got` within rtol of its largest magnitude of one of `wants`."""
+        errors = []
+        for want in wants:
+            self.assertEqual(got.shape, want.shape, what)
+            scale = max(float(np.max(np.abs(want))), 1e-30)
+            errors.append((float(np.max(np.abs(got.astype(np.float64) - want))) / scale, scale))
+        rel, scale = min(errors)
+        self.assertLessEqual(rel, rtol, "%s: max error %.3g of the largest magnitude %.3g "
+                             "(float32 and float64 references)" % (what, rel, scale))
 
     def check_inference(self, model, data, path):
         """--mode=infer on the training-mode export: eval() semantics."""
@@ -129,6 +138,15 @@ class BatchNormTrainingTest(unittest.TestCase):
         want_losses = models.train_reference(reference, data, "sgd", steps=STEPS,
                                              lr=LR, momentum=MOMENTUM)
         want = models.weights_by_initializer(reference, imap, buffers=True)
+        # The same training in float64: where PyTorch's float32 run takes
+        # the other side of a ReLU within rounding noise of zero, this one
+        # says which float32 run is off.
+        reference64 = copy.deepcopy(model).double().train()
+        data64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v
+                  for k, v in data.items()}
+        want64_losses = models.train_reference(reference64, data64, "sgd", steps=STEPS,
+                                               lr=LR, momentum=MOMENTUM)
+        want64 = models.weights_by_initializer(reference64, imap, buffers=True)
 
         flags = ["--optimizer=sgd", "--lr=%g" % LR, "--momentum=%g" % MOMENTUM]
         runs = [("gpu", [])]
@@ -148,21 +166,26 @@ class BatchNormTrainingTest(unittest.TestCase):
             results[tag] = (losses, st.load_file(path(tag + ".safetensors")))
 
         losses, got = results["gpu"]
-        np.testing.assert_allclose(losses, want_losses, rtol=RTOL)
+        for step, (z, w32, w64) in enumerate(zip(losses, want_losses, want64_losses)):
+            self.assertLessEqual(min(abs(z - w32) / abs(w32), abs(z - w64) / abs(w64)), RTOL,
+                                 "step %d: loss %r, PyTorch float32 %r, float64 %r"
+                                 % (step, z, w32, w64))
         self.assertEqual(sorted(got), sorted(want))
         stats = [n for n in want if n.endswith(("running_mean", "running_var"))]
         self.assertEqual(len(stats), 40)
         weights = [n for n in want if n not in stats]
         largest = max(float(np.max(np.abs(want[n]))) for n in weights)
         for name in sorted(weights):
-            err = float(np.max(np.abs(got[name].astype(np.float64) - want[name])))
-            self.assertLessEqual(err, RTOL * largest, "%s: max error %.3g, largest "
-                                 "weight %.3g" % (name, err, largest))
+            # Against whichever reference zinc's float32 rounding follows.
+            err, ref = min((float(np.max(np.abs(got[name].astype(np.float64) - w[name]))), tag)
+                           for tag, w in (("float32", want), ("float64", want64)))
+            self.assertLessEqual(err, RTOL * largest, "%s: max error %.3g (to PyTorch in %s), "
+                                 "largest weight %.3g" % (name, err, ref, largest))
             update = float(np.max(np.abs(want[name] - inits[name])))
             self.assertLessEqual(err, UPDATE_RTOL * update, "%s: max error %.3g, "
                                  "largest update %.3g" % (name, err, update))
         for name in sorted(stats):
-            self.check_close(name, got[name], want[name])
+            self.check_close(name, got[name], [want[name], want64[name]])
             # The running statistics moved: the update is not a no-op.
             self.assertFalse(np.array_equal(got[name], inits[name]), name)
 
