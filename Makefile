@@ -107,14 +107,14 @@ bench-nvme: build
 bench-offload: build
 	/usr/bin/python3 bench/offload_nvme.py --build-dir $(BUILD)
 
-# zinc-compile's seconds and peak RSS from 1.3B to 1T parameters and on a
-# 100k-node graph (bench/README.md); JSON in bench/results/.
 # The cost model against the machine: --calibrate, then the GPT example's
 # offload plan predicted vs measured (bench/predicted_step.py).
 .PHONY: bench-predicted
 bench-predicted: build
 	/usr/bin/python3 bench/predicted_step.py --build-dir $(BUILD)
 
+# zinc-compile's seconds and peak RSS from 1.3B to 1T parameters and on a
+# 100k-node graph (bench/README.md); JSON in bench/results/.
 .PHONY: bench-compile
 bench-compile: build
 	/usr/bin/python3 bench/compile_scale.py --build-dir $(BUILD)
