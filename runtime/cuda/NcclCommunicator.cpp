@@ -95,20 +95,13 @@ public:
     if (!type)
       return type.takeError();
     size_t e = dtypeSize(dtype);
-    ncclGroupStart();
-    for (unsigned r = 0; r < worldSize; ++r) {
-      int64_t owned = ownedElements(count, shardCount, r);
-      if (!owned)
-        continue;
-      void *dst = static_cast<uint8_t *>(whole) + shardCount * r * e;
-      if (auto err = checkNccl(ncclBroadcast(r == myRank ? shard : dst, dst, owned, *type,
-                                             static_cast<int>(r), nccl, stream),
-                               what)) {
-        ncclGroupEnd();
-        return err;
-      }
-    }
-    if (auto err = checkNccl(ncclGroupEnd(), what))
+    // Rank r broadcasts the elements it owns into their place in `whole`.
+    if (auto err = groupOverOwners(count, shardCount, what,
+                                   [&](unsigned r, int64_t owned) {
+                                     void *dst = static_cast<uint8_t *>(whole) + shardCount * r * e;
+                                     return ncclBroadcast(r == myRank ? shard : dst, dst, owned,
+                                                          *type, static_cast<int>(r), nccl, stream);
+                                   }))
       return err;
     if (auto err = wait(what))
       return err;
@@ -123,20 +116,14 @@ public:
     if (!type)
       return type.takeError();
     size_t e = dtypeSize(dtype);
-    ncclGroupStart();
-    for (unsigned r = 0; r < worldSize; ++r) {
-      int64_t owned = ownedElements(count, shardCount, r);
-      if (!owned)
-        continue;
-      const void *src = static_cast<const uint8_t *>(whole) + shardCount * r * e;
-      if (auto err = checkNccl(ncclReduce(src, shard, owned, *type, ncclOp(op),
-                                          static_cast<int>(r), nccl, stream),
-                               what)) {
-        ncclGroupEnd();
-        return err;
-      }
-    }
-    if (auto err = checkNccl(ncclGroupEnd(), what))
+    // Every rank's share of `whole` is reduced to the rank that owns it.
+    if (auto err = groupOverOwners(count, shardCount, what,
+                                   [&](unsigned r, int64_t owned) {
+                                     const void *src =
+                                         static_cast<const uint8_t *>(whole) + shardCount * r * e;
+                                     return ncclReduce(src, shard, owned, *type, ncclOp(op),
+                                                       static_cast<int>(r), nccl, stream);
+                                   }))
       return err;
     int64_t mine = ownedElements(count, shardCount, myRank);
     if (auto err = checkCuda(cudaMemsetAsync(static_cast<uint8_t *>(shard) + mine * e, 0,
@@ -159,6 +146,24 @@ public:
   }
 
 private:
+  /// One NCCL group of `call(r, owned)` for each rank r that owns elements
+  /// of a tensor of `count` split in shards of `shardCount`.
+  template <typename Call>
+  llvm::Error groupOverOwners(int64_t count, int64_t shardCount, llvm::StringRef what,
+                              Call call) {
+    ncclGroupStart();
+    for (unsigned r = 0; r < worldSize; ++r) {
+      int64_t owned = ownedElements(count, shardCount, r);
+      if (!owned)
+        continue;
+      if (auto err = checkNccl(call(r, owned), what)) {
+        ncclGroupEnd();
+        return err;
+      }
+    }
+    return checkNccl(ncclGroupEnd(), what);
+  }
+
   /// Polls the stream until the collective is done, NCCL reports an
   /// asynchronous error (a peer's death, a network failure), or the
   /// timeout passes; then the communicator is aborted, so no kernel of it
