@@ -133,6 +133,7 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
   CostModelOf costs(plan, hw);
   std::array<double, kNumStreams> streamFree{};
   std::vector<double> signalled(plan.num_events(), 0.0);
+  std::vector<bool> everSignalled(plan.num_events(), false);
   // Plan order is a valid sequential order (every event is signalled before
   // it is waited on), so one pass in plan order places each instruction at
   // the earliest time its stream and its events allow: exactly what the
@@ -149,8 +150,18 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
         return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
                          "') waits on event " + llvm::Twine(e) + " of " +
                          llvm::Twine(signalled.size()));
+      if (!everSignalled[e])
+        return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
+                         "') waits on event " + llvm::Twine(e) +
+                         ", which no instruction before it signals");
       start = std::max(start, signalled[e]);
     }
+    for (const auto *ids : {&inst.inputs(), &inst.outputs()})
+      for (int id : *ids)
+        if (id < -1 || id >= plan.tensors_size())
+          return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
+                           "') names tensor " + llvm::Twine(id) + " of " +
+                           llvm::Twine(plan.tensors_size()));
     PredictedInstruction &p = out.timeline[i];
     p.bytes = costs.bytes(inst);
     p.flops = inst.flops();
@@ -165,6 +176,7 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
                          "') signals event " + llvm::Twine(e) + " of " +
                          llvm::Twine(signalled.size()));
       signalled[e] = p.end;
+      everSignalled[e] = true;
     }
     out.stepSeconds = std::max(out.stepSeconds, p.end);
   }

@@ -164,7 +164,12 @@ llvm::json::Value predictedTrace(const Plan &plan, const Prediction &prediction)
                                           {"id", id},
                                           {"pid", 0},
                                           {"tid", static_cast<int>(from.stream())},
-                                          {"ts", micros(prediction.timeline[signaller[e]].end)}});
+                                          // Inside the signalling slice (a
+                                          // nanosecond before its end), so
+                                          // viewers bind the arrow to it and
+                                          // not to the next one.
+                                          {"ts", std::max(micros(prediction.timeline[signaller[e]].start),
+                                                          micros(prediction.timeline[signaller[e]].end) - 0.001)}});
       events.push_back(llvm::json::Object{{"name", label},
                                           {"cat", "event"},
                                           {"ph", "f"},

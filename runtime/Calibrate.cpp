@@ -8,6 +8,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -56,8 +57,13 @@ double triadBandwidth() {
 double copyBandwidth() {
   const size_t bytes = 64 << 20;
   std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
-  double s = bestSeconds(5, [&] { std::memcpy(dst.data(), src.data(), bytes); });
-  return bytes / s;
+  uint64_t seen = 0;
+  double s = bestSeconds(5, [&] {
+    std::memcpy(dst.data(), src.data(), bytes);
+    // Read back, so the copy is observable and cannot be elided.
+    seen += dst[bytes / 2];
+  });
+  return seen ? bytes / s : 0;
 }
 
 double adamRate() {
@@ -120,7 +126,7 @@ llvm::Error measureNvme(const CalibrateOptions &o, Hardware &hw) {
   auto pass = [&](storage::IoKind kind) -> llvm::Expected<double> {
     auto start = Clock::now();
     if (auto err = (*tier)->transfer({kind, 0, buffer->data(), o.nvmeBytes}))
-      return std::move(err);
+      return err;
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   // The first write of a preallocated extent converts it in the journal;
@@ -169,12 +175,23 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
   say("kernel_launch_seconds", hw.kernelLaunchSeconds, "s (a handoff between two threads)");
   if (!o.nvmeDir.empty()) {
     if (auto err = measureNvme(o, hw))
-      return std::move(err);
+      return err;
     say("nvme_read_bandwidth", hw.nvmeReadBandwidth, "bytes/s (the NVMe tier, sequential)");
     say("nvme_write_bandwidth", hw.nvmeWriteBandwidth, "bytes/s (the NVMe tier, sequential)");
   } else if (o.progress) {
     o.progress("NVMe not measured (no --nvme-dir): its rates stay the cpu preset's");
   }
+  // A description --hw refuses is no use: say which measurement failed.
+  for (auto [field, value] :
+       {std::pair{"gpu_flops_fp32", hw.gpuFlopsFp32}, std::pair{"gpu_flops_fp16", hw.gpuFlopsHalf},
+        std::pair{"gpu_mem_bandwidth", hw.gpuMemBandwidth},
+        std::pair{"h2d_bandwidth", hw.hostToDeviceBandwidth},
+        std::pair{"cpu_adam_params_per_second", hw.cpuAdamParamsPerSecond},
+        std::pair{"nvme_read_bandwidth", hw.nvmeReadBandwidth},
+        std::pair{"nvme_write_bandwidth", hw.nvmeWriteBandwidth}})
+    if (!std::isfinite(value) || !(value > 0))
+      return makeError(llvm::Twine("--calibrate: the measurement of ") + field +
+                       " gave no usable figure (" + std::to_string(value) + ")");
   return hw;
 }
 

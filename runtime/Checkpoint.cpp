@@ -279,6 +279,16 @@ llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
     if (tiled)
       whole.assign(numElements(w.shape), 0.0f);
     for (int id : w.ids) {
+      // A rank that writes nothing takes part only in the gathers, for
+      // exactly the tensors rank 0 gathers.
+      if (!os) {
+        if (plan.tensors(id).shard_of_size())
+          if (auto ref = wholeTensor(program, id, scratch, gathered); !ref)
+            return addContext(ref.takeError(), "parameter '" + w.name + "'");
+        if (!tiled)
+          break;
+        continue;
+      }
       auto ref = wholeTensor(program, id, scratch, gathered);
       if (!ref)
         return addContext(ref.takeError(), "parameter '" + w.name + "'");
@@ -351,6 +361,9 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
   if (auto err = writeFromRankZero(
           program, partial + "/" + kStateFile, headers,
           [&](size_t i, llvm::raw_ostream *os) -> llvm::Error {
+            // A rank that writes nothing takes part only in the gathers.
+            if (!os && !program.getPlan().tensors(ids[i]).shard_of_size())
+              return llvm::Error::success();
             auto whole = wholeTensor(program, ids[i], scratch, gathered);
             if (!whole)
               return addContext(whole.takeError(),

@@ -54,7 +54,8 @@ Hardware thisMachine() {
   return hw;
 }
 
-enum class FieldKind { Size, Count, Rate };
+/// Rates must be positive; durations (latencies, launch costs) may be 0.
+enum class FieldKind { Size, Count, Rate, Seconds };
 
 struct Field {
   const char *key;
@@ -71,6 +72,9 @@ Field countField(const char *key, unsigned Hardware::*m) {
 Field rateField(const char *key, double Hardware::*m) {
   return {key, FieldKind::Rate, nullptr, nullptr, m};
 }
+Field secondsField(const char *key, double Hardware::*m) {
+  return {key, FieldKind::Seconds, nullptr, nullptr, m};
+}
 
 const std::vector<Field> &fields() {
   static const std::vector<Field> table = {
@@ -81,7 +85,7 @@ const std::vector<Field> &fields() {
       rateField("gpu_flops_fp32", &Hardware::gpuFlopsFp32),
       rateField("gpu_flops_fp16", &Hardware::gpuFlopsHalf),
       rateField("gpu_mem_bandwidth", &Hardware::gpuMemBandwidth),
-      rateField("kernel_launch_seconds", &Hardware::kernelLaunchSeconds),
+      secondsField("kernel_launch_seconds", &Hardware::kernelLaunchSeconds),
       rateField("h2d_bandwidth", &Hardware::hostToDeviceBandwidth),
       rateField("d2h_bandwidth", &Hardware::deviceToHostBandwidth),
       countField("gpus_per_host_link", &Hardware::gpusPerHostLink),
@@ -90,9 +94,9 @@ const std::vector<Field> &fields() {
       rateField("nvme_read_bandwidth", &Hardware::nvmeReadBandwidth),
       rateField("nvme_write_bandwidth", &Hardware::nvmeWriteBandwidth),
       rateField("intra_node_bandwidth", &Hardware::intraNodeBandwidth),
-      rateField("intra_node_latency", &Hardware::intraNodeLatency),
+      secondsField("intra_node_latency", &Hardware::intraNodeLatency),
       rateField("inter_node_bandwidth", &Hardware::interNodeBandwidth),
-      rateField("inter_node_latency", &Hardware::interNodeLatency),
+      secondsField("inter_node_latency", &Hardware::interNodeLatency),
   };
   return table;
 }
@@ -144,10 +148,13 @@ llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardwa
       hw.*(field->count) = static_cast<unsigned>(*n);
       break;
     }
-    case FieldKind::Rate: {
+    case FieldKind::Rate:
+    case FieldKind::Seconds: {
       auto n = value.getAsNumber();
-      if (!n || !(*n > 0) || !std::isfinite(*n))
-        return makeError(where + ": " + k + " must be a positive number");
+      bool seconds = field->kind == FieldKind::Seconds;
+      if (!n || !std::isfinite(*n) || (seconds ? *n < 0 : !(*n > 0)))
+        return makeError(where + ": " + k +
+                         (seconds ? " must be a number of seconds >= 0" : " must be a positive number"));
       hw.*(field->rate) = *n;
       break;
     }
@@ -234,6 +241,7 @@ std::string hardwareToJson(const Hardware &hw) {
       o[f.key] = static_cast<int64_t>(hw.*(f.count));
       break;
     case FieldKind::Rate:
+    case FieldKind::Seconds:
       o[f.key] = hw.*(f.rate);
       break;
     }

@@ -19,7 +19,8 @@ reductions, in f32, whatever shards they are split into).
 Checkpoints: two ranks resume bit for bit (Dropout, ZeRO-3, NVMe states);
 a checkpoint of N ranks resumes on M (2->1, 1->2, 2->4, 4->2), its whole
 tensors partitioned anew, matching one rank within 1e-5; a checkpoint of
-another stage is refused naming the first state tensor that differs.
+another plan's state (a stage-2 checkpoint of 2 ranks in a one-rank plan) is
+refused naming the first state tensor that differs.
 
 The collective counters of --metrics show what each stage moves; a plan
 for two ranks refuses one rank and vice versa; a data file holding one
@@ -291,9 +292,10 @@ class ZeroTest(unittest.TestCase):
                 got = self.resume_run(name, (plans[n, stage], n), (plans[m, stage], m))
                 self.assert_same_training(want, got, ZERO_RTOL, name)
 
-    def test_resume_refuses_another_stage(self):
-        # Stage 2 in fp32 keeps sharded master weights (w.master) that a
-        # one-rank plan has not: the resume names the first difference.
+    def test_resume_refuses_a_plan_without_its_state(self):
+        # With several ranks, stages 1 and 2 in fp32 keep sharded master
+        # weights (w.master) that a one-rank plan (which never partitions)
+        # has not: the resume names the first difference.
         plan2, _ = self.compile_plan("stage-mismatch-2", BATCH // RANKS, "--ranks=%d" % RANKS,
                                      "--zero-stage=2")
         ckpt = self.path("stage-mismatch.ckpt")

@@ -39,6 +39,11 @@ class TraceFormatTest(unittest.TestCase):
              "finishes before it starts"),
             (trace({"name": "thread_name", "ph": "M", "pid": 0, "tid": 2, "args": {"name": 5}}),
              "args.name is not a string"),
+            (trace({"name": "f", "cat": "c", "ph": "s", "id": 3, "pid": 0, "tid": 0, "ts": 1},
+                   {"name": "f", "cat": "c", "ph": "s", "id": 3, "pid": 0, "tid": 0, "ts": 2}),
+             "starts twice"),
+            (trace({"name": "k", "ph": "X", "pid": 0, "tid": 0, "dur": 1}),
+             "ts None is not a non-negative number"),
         ]
         for doc, want in cases:
             problems = check_trace(doc)

@@ -12,8 +12,9 @@ check_trace(doc) returns a list of problems, empty when the trace is valid:
     that overlap without one containing the other are drawn wrongly);
   - metadata events ("M") are process_name, thread_name (args.name a
     string) or *_sort_index (args.sort_index an integer);
-  - flow events ("s", "t", "f") have an id; every id that finishes also
-    starts, no later than it finishes; "bp", when present, is "e".
+  - flow events ("s", "t", "f") have an id; an id starts and finishes at
+    most once, every id that finishes also starts, no later than it
+    finishes; "bp", when present, is "e".
 """
 
 import math
@@ -55,7 +56,7 @@ def check_trace(doc):
         if ph == "X":
             if not (_number(e.get("dur")) and e["dur"] >= 0):
                 problems.append(where + ": dur %r is not a non-negative number" % e.get("dur"))
-            else:
+            elif _number(e.get("ts")):
                 by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(
                     (e["ts"], e["ts"] + e["dur"], where))
         if ph == "M":
@@ -73,7 +74,12 @@ def check_trace(doc):
             if e.get("bp", "e") != "e":
                 problems.append(where + ": bp %r is not 'e'" % e.get("bp"))
             key = (e.get("cat"), e["id"])
-            (flow_start if ph == "s" else flow_finish)[key] = (e.get("ts"), where)
+            if ph in ("s", "f"):
+                seen = flow_start if ph == "s" else flow_finish
+                if key in seen:
+                    problems.append(where + ": flow id %r %s twice" % (
+                        key, "starts" if ph == "s" else "finishes"))
+                seen[key] = (e.get("ts"), where)
     for key, (ts, where) in flow_finish.items():
         if key not in flow_start:
             problems.append(where + ": flow id %r finishes but never starts" % (key,))

@@ -15,7 +15,9 @@
 // With several ranks, rank 0 writes the checkpoint while the others take
 // part in the gathers; on resume every rank reads its own share of each
 // whole tensor, so a checkpoint of N ranks resumes on M when the plans
-// differ only in rank count (the shards are partitioned anew).
+// differ only in rank count (the shards are partitioned anew). One rank is
+// a plan of its own at ZeRO stages 1 and 2: it has no partition, so an fp32
+// model has no separate master weight, and such a resume is refused.
 // The data position and every Dropout mask follow from the step and the seed
 // (counter-based), so these resume a run exactly.
 //

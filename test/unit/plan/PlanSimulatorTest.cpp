@@ -157,6 +157,22 @@ TEST(PlanSimulator, EventsOutOfRangeAreACorruptPlan) {
   auto p = simulatePlan(b.p, roundHardware());
   ASSERT_FALSE(static_cast<bool>(p));
   EXPECT_EQ(llvm::toString(p.takeError()), "instruction 0 ('relu') waits on event 3 of 0");
+
+  // A wait before any signal of its event, and a tensor that is not there:
+  // plans the runtime refuses are not priced either.
+  PlanBuilder early;
+  int y = early.tensor("y", TIER_GPU, 0, 4);
+  early.inst("relu", "Relu", STREAM_COMPUTE, {y}, {y}, {0});
+  early.inst("exp", "Exp", STREAM_H2D, {y}, {y}, {}, {0});
+  auto q = simulatePlan(early.p, roundHardware());
+  ASSERT_FALSE(static_cast<bool>(q));
+  EXPECT_EQ(llvm::toString(q.takeError()),
+            "instruction 0 ('relu') waits on event 0, which no instruction before it signals");
+  PlanBuilder missing;
+  missing.inst("relu", "Relu", STREAM_COMPUTE, {7}, {});
+  auto r = simulatePlan(missing.p, roundHardware());
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_EQ(llvm::toString(r.takeError()), "instruction 0 ('relu') names tensor 7 of 0");
 }
 
 TEST(PlanSimulator, SummaryNamesPeaksStepAndBytes) {
@@ -198,6 +214,11 @@ TEST(HardwareDescription, BadFieldsAreNamed) {
   EXPECT_EQ(error(R"({"gpu_memory": "8GiB"})"),
             "hw.json: unknown field 'gpu_memory' (docs/hardware.md lists them)");
   EXPECT_EQ(error(R"({"h2d_bandwidth": -1})"), "hw.json: h2d_bandwidth must be a positive number");
+  EXPECT_EQ(error(R"({"h2d_bandwidth": 0})"), "hw.json: h2d_bandwidth must be a positive number");
+  // Latencies and launch costs may be zero, not negative.
+  EXPECT_EQ(error(R"({"kernel_launch_seconds": 0, "inter_node_latency": 0})"), "");
+  EXPECT_EQ(error(R"({"intra_node_latency": -1e-6})"),
+            "hw.json: intra_node_latency must be a number of seconds >= 0");
   EXPECT_EQ(error(R"({"gpus_per_node": 0})"),
             "hw.json: gpus_per_node must be a whole number between 1 and 2^20");
   EXPECT_EQ(error(R"({"gpu_mem": true})"),

@@ -18,8 +18,9 @@
 namespace zinc::cuda {
 
 /// A communicator over the ranks of `bootstrap` (its rank and size), on
-/// the current CUDA device, running collectives on `stream`. Fails with a
-/// diagnostic when this process has no CUDA device.
+/// the CUDA device of this rank's local rank (modulo the devices), running
+/// collectives on `stream`; its tensors, broadcast's included, are device
+/// memory. Fails with a diagnostic when this process has no CUDA device.
 llvm::Expected<std::unique_ptr<comm::Communicator>>
 createNcclCommunicator(comm::Communicator &bootstrap, cudaStream_t stream,
                        double timeoutSeconds);
