@@ -217,7 +217,8 @@ std::vector<SavedWeight> savedWeights(const Program &program) {
 } // namespace
 
 /// Tensor `id` whole: its bytes (read from NVMe into `scratch` if it lives
-/// there), or, for a shard, every rank's shard gathered into `gathered`.
+/// there), or, for a shard, every rank's shard gathered into `gathered` on
+/// rank 0, the writer (other ranks get no data back: they only send).
 /// Every rank calls it for the same shards in the same order.
 static llvm::Expected<cpu::TensorRef> wholeTensor(Program &program, int id,
                                                   std::vector<uint8_t> &scratch,
@@ -232,16 +233,18 @@ static llvm::Expected<cpu::TensorRef> wholeTensor(Program &program, int id,
     return ref;
   cpu::TensorRef whole{ref.dtype, {}, nullptr};
   whole.shape.assign(t.shard_of().begin(), t.shard_of().end());
-  gathered.resize(whole.byteSize());
-  whole.data = gathered.data();
+  if (program.rank() == 0) {
+    gathered.resize(whole.byteSize());
+    whole.data = gathered.data();
+  }
   comm::Communicator *comm = program.communicator();
   if (!comm) {
     std::memcpy(whole.data, ref.data, whole.byteSize());
     return whole;
   }
-  if (auto err = comm->allGather(ref.data, whole.data, whole.numElements(),
-                                 ref.numElements(), ref.dtype,
-                                 "the gather of '" + t.name() + "'"))
+  if (auto err = comm->gather(ref.data, whole.data, whole.numElements(),
+                              ref.numElements(), ref.dtype, /*root=*/0,
+                              "the gather of '" + t.name() + "'"))
     return std::move(err);
   return whole;
 }

@@ -124,6 +124,20 @@ public:
     return llvm::Error::success();
   }
 
+  llvm::Error gather(const void *shard, void *whole, int64_t count, int64_t shardCount,
+                     DType dtype, unsigned root, llvm::StringRef what) override {
+    if (auto err = fitsInt(count, what))
+      return err;
+    std::vector<int> counts, displs;
+    layout(count, shardCount, counts, displs);
+    MPI_Datatype type = bytesOf(dtype);
+    MPI_Request req;
+    if (int rc = MPI_Igatherv(shard, counts[myRank], type, whole, counts.data(), displs.data(),
+                              type, static_cast<int>(root), MPI_COMM_WORLD, &req))
+      return failed(rc, what);
+    return wait(req, what);
+  }
+
   llvm::Error reduceScatter(const void *whole, void *shard, int64_t count,
                             int64_t shardCount, DType dtype, ReduceOp op,
                             llvm::StringRef what, llvm::MutableArrayRef<float> scratch) override {

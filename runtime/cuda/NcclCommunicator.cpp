@@ -137,6 +137,35 @@ public:
     return llvm::Error::success();
   }
 
+  llvm::Error gather(const void *shard, void *whole, int64_t count, int64_t shardCount,
+                     DType dtype, unsigned root, llvm::StringRef what) override {
+    auto type = ncclType(dtype, what);
+    if (!type)
+      return type.takeError();
+    size_t e = dtypeSize(dtype);
+    // Every owner sends its elements to the root, which receives each into
+    // its place in `whole` (its own by a device copy).
+    if (auto err = groupOverOwners(count, shardCount, what,
+                                   [&](unsigned r, int64_t owned) -> ncclResult_t {
+                                     void *dst = static_cast<uint8_t *>(whole) + shardCount * r * e;
+                                     if (myRank == root && r == root)
+                                       return cudaMemcpyAsync(dst, shard, owned * e,
+                                                              cudaMemcpyDeviceToDevice, stream) ==
+                                                      cudaSuccess
+                                                  ? ncclSuccess
+                                                  : ncclUnhandledCudaError;
+                                     if (myRank == root)
+                                       return ncclRecv(dst, owned, *type, static_cast<int>(r),
+                                                       nccl, stream);
+                                     if (r == myRank)
+                                       return ncclSend(shard, owned, *type,
+                                                       static_cast<int>(root), nccl, stream);
+                                     return ncclSuccess;
+                                   }))
+      return err;
+    return wait(what);
+  }
+
   llvm::Error broadcast(void *data, size_t bytes, unsigned root,
                         llvm::StringRef what) override {
     if (auto err = checkNccl(ncclBroadcast(data, data, bytes, ncclUint8,

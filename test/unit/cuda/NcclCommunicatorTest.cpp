@@ -117,6 +117,10 @@ TEST_F(NcclOneRank, GatherAndScatterMoveTheWholeTensor) {
   EXPECT_EQ(download<float>(whole, 333), values);
   EXPECT_EQ(nccl->bytes().allgather.load(), 333u * 4);
 
+  void *rooted = upload(std::vector<float>(333, -1.0f));
+  ASSERT_NO_ERROR(nccl->gather(shard, rooted, 333, 333, DType::F32, 0, "gather to rank 0"));
+  EXPECT_EQ(download<float>(rooted, 333), values);
+
   void *out = upload(std::vector<float>(333, -1.0f));
   ASSERT_NO_ERROR(nccl->reduceScatter(whole, out, 333, 333, DType::F32, comm::ReduceOp::Mean,
                                       "reduce-scatter"));

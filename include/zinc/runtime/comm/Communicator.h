@@ -73,6 +73,13 @@ public:
                                     llvm::StringRef what,
                                     llvm::MutableArrayRef<float> scratch = {}) = 0;
 
+  /// Root's `whole` (count elements) gets every rank's shard (ownedElements
+  /// of each `shard` are read); other ranks' `whole` is not touched and may
+  /// be null. Saving sharded state: only the writer holds a whole tensor.
+  virtual llvm::Error gather(const void *shard, void *whole, int64_t count,
+                             int64_t shardCount, DType dtype, unsigned root,
+                             llvm::StringRef what) = 0;
+
   /// `bytes` at `data` become root's on every rank (bootstrapping other
   /// communicators: NCCL's unique id).
   virtual llvm::Error broadcast(void *data, size_t bytes, unsigned root,
