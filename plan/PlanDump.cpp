@@ -1,4 +1,5 @@
 //===- PlanDump.cpp - Text and JSON views of a plan -----------------------===//
+#include "zinc/plan/PlanNames.h"
 #include "zinc/plan/PlanDump.h"
 #include "zinc/support/DType.h"
 #include "llvm/ADT/StringExtras.h"
@@ -9,9 +10,6 @@ namespace zinc::plan {
 
 static std::string tierName(int tier) {
   return llvm::StringRef(Tier_Name(static_cast<Tier>(tier))).drop_front(5).lower();
-}
-static std::string streamName(int stream) {
-  return llvm::StringRef(Stream_Name(static_cast<Stream>(stream))).drop_front(7).lower();
 }
 static std::string roleName(int role) {
   return llvm::StringRef(Role_Name(static_cast<Role>(role))).drop_front(5).lower();

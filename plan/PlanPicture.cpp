@@ -39,6 +39,8 @@ bool persistent(Role role) {
          role == ROLE_STATE || role == ROLE_MODEL_STATE;
 }
 
+/// Each tensor's class: by its role, and for copies and temporaries by
+/// their names (`<param>@gpu`, `.../grad/...`, `@spill`, `@refetch`).
 std::vector<MemoryClass> classifyAll(const Plan &plan) {
   std::vector<MemoryClass> out(plan.tensors_size(), MemoryClass::Activations);
   llvm::StringMap<MemoryClass> homes;
@@ -84,24 +86,6 @@ std::string escape(llvm::StringRef text) {
     }
   }
   return out;
-}
-
-std::string bytesText(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  return llvm::formatv(u ? "{0:f1} {1}" : "{0:f0} {1}", bytes, units[u]).str();
-}
-
-std::string secondsText(double s) {
-  if (s >= 1)
-    return llvm::formatv("{0:f2} s", s).str();
-  if (s >= 1e-3)
-    return llvm::formatv("{0:f2} ms", s * 1e3).str();
-  return llvm::formatv("{0:f1} us", s * 1e6).str();
 }
 
 using ClassBytes = std::array<double, kNumMemoryClasses>;
@@ -156,11 +140,6 @@ std::vector<ClassBytes> liveColumns(const Plan &plan, const Prediction &pred,
 }
 
 } // namespace
-
-MemoryClass classifyTensor(const Plan &plan, int id) {
-  std::vector<MemoryClass> all = classifyAll(plan);
-  return id >= 0 && static_cast<size_t>(id) < all.size() ? all[id] : MemoryClass::Activations;
-}
 
 void writePlanSvg(const Plan &plan, const Prediction &pred, llvm::raw_ostream &os) {
   std::vector<MemoryClass> classes = classifyAll(plan);

@@ -8,18 +8,6 @@
 
 namespace zinc::plan {
 
-const char *streamName(Stream stream) {
-  switch (stream) {
-  case STREAM_COMPUTE: return "compute";
-  case STREAM_H2D: return "h2d";
-  case STREAM_D2H: return "d2h";
-  case STREAM_NVME: return "nvme";
-  case STREAM_COLLECTIVE: return "collective";
-  case STREAM_HOST: return "host";
-  default: return "unknown";
-  }
-}
-
 namespace {
 
 /// Prices instructions of one plan on one machine.

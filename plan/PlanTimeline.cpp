@@ -15,16 +15,6 @@ std::string tensorName(const Plan &plan, int id) {
   return id >= 0 && id < plan.tensors_size() ? plan.tensors(id).name() : std::string("-");
 }
 
-std::string byteText(uint64_t bytes) {
-  if (bytes >= (1ull << 30))
-    return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str();
-  if (bytes >= (1ull << 20))
-    return llvm::formatv("{0:f2} MiB", bytes / double(1ull << 20)).str();
-  if (bytes >= (1ull << 10))
-    return llvm::formatv("{0:f1} KiB", bytes / double(1ull << 10)).str();
-  return std::to_string(bytes) + " B";
-}
-
 bool movesData(Stream stream) {
   return stream == STREAM_H2D || stream == STREAM_D2H || stream == STREAM_NVME ||
          stream == STREAM_COLLECTIVE;
@@ -43,21 +33,13 @@ llvm::json::Value predictionSummary(const Prediction &prediction) {
                             {"busy_seconds", std::move(busy)}};
 }
 
-static std::string secondsText(double s) {
-  if (s >= 1)
-    return llvm::formatv("{0:f2} s", s).str();
-  if (s >= 1e-3)
-    return llvm::formatv("{0:f2} ms", s * 1e3).str();
-  return llvm::formatv("{0:f1} us", s * 1e6).str();
-}
-
 std::string planSummary(const Plan &plan, const Prediction &prediction) {
   std::string text;
   for (const TierInfo &t : plan.tiers()) {
     const char *name = t.tier() == TIER_GPU ? "gpu" : t.tier() == TIER_CPU ? "cpu" : "nvme";
-    text += std::string(text.empty() ? "" : ", ") + name + " " + byteText(t.peak());
+    text += std::string(text.empty() ? "" : ", ") + name + " " + bytesText(t.peak());
     if (t.capacity())
-      text += " of " + byteText(t.capacity());
+      text += " of " + bytesText(t.capacity());
   }
   text += "; predicted step " + secondsText(prediction.stepSeconds) + " (lower bound " +
           secondsText(prediction.lowerBoundSeconds) + ", " +
@@ -85,7 +67,7 @@ std::string planSummary(const Plan &plan, const Prediction &prediction) {
                              std::pair{"nvme read", nvmeRead}, std::pair{"nvme write", nvmeWrite},
                              std::pair{"collectives", collective}})
     if (bytes)
-      moved += std::string(moved.empty() ? "" : ", ") + name + " " + byteText(bytes);
+      moved += std::string(moved.empty() ? "" : ", ") + name + " " + bytesText(bytes);
   if (!moved.empty())
     text += "; per step: " + moved;
   return text;
@@ -131,7 +113,7 @@ llvm::json::Value predictedTrace(const Plan &plan, const Prediction &prediction)
       outputs.push_back(tensorName(plan, id));
     std::string name = inst.name();
     if (movesData(inst.stream()) && inst.inputs_size())
-      name = inst.op() + " " + tensorName(plan, inst.inputs(0)) + " (" + byteText(p.bytes) + ")";
+      name = inst.op() + " " + tensorName(plan, inst.inputs(0)) + " (" + bytesText(p.bytes) + ")";
     events.push_back(llvm::json::Object{
         {"name", name},
         {"cat", inst.op()},

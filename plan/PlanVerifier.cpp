@@ -5,6 +5,7 @@
 // `message Instruction` in Plan.proto.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/plan/PlanNames.h"
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
@@ -41,13 +42,6 @@ std::string tierName(int tier) {
       .lower();
 }
 
-std::string streamName(int stream) {
-  if (!Stream_IsValid(stream))
-    return "stream " + std::to_string(stream);
-  return llvm::StringRef(Stream_Name(static_cast<Stream>(stream)))
-      .drop_front(7)
-      .lower();
-}
 
 std::string range(uint64_t lo, uint64_t hi) {
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")";

@@ -10,6 +10,7 @@
 // per event.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/plan/PlanNames.h"
 #include "ExecutorImpl.h"
 #include <cstring>
 
@@ -123,10 +124,7 @@ Executor::create(Program &program, const ExecutorOptions &opts) {
     try {
       lane.thread = std::thread([&state, &lane] { state.work(lane); });
     } catch (const std::system_error &e) {
-      return makeError("cannot start the " +
-                       llvm::StringRef(plan::Stream_Name(lane.stream))
-                           .drop_front(7)
-                           .lower() +
+      return makeError("cannot start the " + plan::streamName(lane.stream) +
                        " stream's thread: " + e.what());
     }
   }

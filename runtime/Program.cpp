@@ -1,4 +1,5 @@
 //===- Program.cpp - Plan to memory: arenas, tensor views, kernels --------===//
+#include "zinc/plan/PlanNames.h"
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/plan/PlanVerifier.h"
@@ -137,9 +138,6 @@ static llvm::StringRef tierName(plan::Tier tier) {
   }
 }
 
-static std::string streamName(plan::Stream stream) {
-  return llvm::StringRef(plan::Stream_Name(stream)).drop_front(7).lower();
-}
 
 namespace {
 /// A tier as the plan describes it, and how far its tensors reach.

@@ -1,5 +1,6 @@
 //===- StepLoop.cpp - Feeding inputs, running steps, writing results ------===//
 #include "zinc/runtime/StepLoop.h"
+#include "zinc/plan/PlanNames.h"
 #include "zinc/runtime/Checkpoint.h"
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/Safetensors.h"
@@ -191,10 +192,7 @@ static llvm::Error writeTrace(Program &program, llvm::StringRef path,
   for (int s = 0; s < plan::Stream_ARRAYSIZE; ++s) {
     if (!present[s])
       continue;
-    std::string name =
-        llvm::StringRef(plan::Stream_Name(static_cast<plan::Stream>(s)))
-            .drop_front(7)
-            .lower();
+    std::string name = plan::streamName(s);
     events.push_back(
         llvm::json::Object{{"name", "thread_name"},
                            {"ph", "M"},
@@ -234,11 +232,7 @@ static llvm::Error writeTrace(Program &program, llvm::StringRef path,
       ends.push_back(0);
       if (lane > 0) {
         int tid = kLaneTidBase + span.stream * kLaneTidBase + static_cast<int>(lane);
-        std::string name =
-            llvm::StringRef(plan::Stream_Name(static_cast<plan::Stream>(span.stream)))
-                .drop_front(7)
-                .lower() +
-            " (" + std::to_string(lane + 1) + ")";
+        std::string name = plan::streamName(span.stream) + " (" + std::to_string(lane + 1) + ")";
         events.push_back(llvm::json::Object{{"name", "thread_name"},
                                             {"ph", "M"},
                                             {"pid", 0},

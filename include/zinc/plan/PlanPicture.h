@@ -22,10 +22,6 @@ enum class MemoryClass { Parameters, Gradients, OptimizerStates, Activations, Ch
 inline constexpr unsigned kNumMemoryClasses = 6;
 const char *memoryClassName(MemoryClass c);
 
-/// A tensor's class: by its role, and for copies and temporaries by their
-/// names (`<param>@gpu`, `.../grad/...`, `@spill`, `@refetch`).
-MemoryClass classifyTensor(const Plan &plan, int id);
-
 /// Writes the picture of `plan` over the timeline `prediction` as SVG.
 void writePlanSvg(const Plan &plan, const Prediction &prediction, llvm::raw_ostream &os);
 

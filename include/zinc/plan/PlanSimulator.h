@@ -25,6 +25,7 @@
 #define ZINC_PLAN_PLANSIMULATOR_H
 
 #include "Plan.pb.h"
+#include "zinc/plan/PlanNames.h"
 #include "zinc/support/Hardware.h"
 #include "llvm/Support/Error.h"
 #include <array>
@@ -36,7 +37,6 @@ enum class CostModel { Hardware, InstructionCount };
 
 /// The streams of a plan, in the order of the Stream enum.
 inline constexpr unsigned kNumStreams = 6;
-const char *streamName(Stream stream);
 
 /// One instruction's place in the predicted timeline (seconds from the
 /// start of the step).

@@ -8,6 +8,7 @@
 // every machine.
 //
 //===----------------------------------------------------------------------===//
+#include "test/unit/cuda/ErrorAssertions.h"
 #include "test/unit/kernels/KernelCallHelpers.h"
 #include "zinc/runtime/cuda/CublasLtGemm.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
@@ -28,20 +29,6 @@ using zinc::cpu::test::intAttr;
 using zinc::cpu::test::OwnedTensor;
 
 namespace {
-
-#define ASSERT_NO_ERROR(expr)                                                  \
-  do {                                                                         \
-    if (llvm::Error assertErr = (expr))                                        \
-      FAIL() << llvm::toString(std::move(assertErr));                          \
-  } while (false)
-
-/// Declares `var` as the value of an llvm::Expected, failing the test on
-/// an error.
-#define ASSIGN_OR_FAIL(var, expr)                                              \
-  auto var##OrErr = (expr);                                                    \
-  ASSERT_TRUE(static_cast<bool>(var##OrErr))                                   \
-      << llvm::toString(var##OrErr.takeError());                               \
-  auto &var = *var##OrErr
 
 std::string errorText(llvm::Error err) {
   return err ? llvm::toString(std::move(err)) : std::string();

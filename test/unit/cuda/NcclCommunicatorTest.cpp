@@ -7,6 +7,7 @@
 // the 16-bit types, and counts their bytes as the MPI path does.
 //
 //===----------------------------------------------------------------------===//
+#include "test/unit/cuda/ErrorAssertions.h"
 #include "zinc/runtime/cuda/Device.h"
 #include "zinc/runtime/cuda/NcclCommunicator.h"
 #include "zinc/support/Float16.h"
@@ -19,12 +20,6 @@ using namespace zinc;
 using namespace zinc::cuda;
 
 namespace {
-
-#define ASSERT_NO_ERROR(expr)                                                  \
-  do {                                                                         \
-    if (llvm::Error assertErr = (expr))                                        \
-      FAIL() << llvm::toString(std::move(assertErr));                          \
-  } while (false)
 
 int deviceCount() {
   llvm::Expected<int> count = cudaDeviceCount();
