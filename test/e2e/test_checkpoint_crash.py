@@ -3,8 +3,11 @@
 The bundled example GPT (examples/gpt) is compiled as `make run` compiles it
 (AdamW state on NVMe, parameters on the CPU) and trained STEPS steps straight.
 Then a run that checkpoints after every step (each checkpoint written beside,
-fsynced and renamed) is killed with SIGKILL at a quarter, half and three
-quarters of its expected time: wherever the kill lands (between steps, in the
+fsynced and renamed) is killed with SIGKILL a quarter, half and three
+quarters of the way through its steps (counted on its output, so a loaded
+machine cannot make the run end first), at a quarter, half and three
+quarters of a step's time after that step printed its loss, when the
+checkpoint of that step is being written: wherever the kill lands (between steps, in the
 middle of a checkpoint's files, between the rename and the fsync of the
 directory), resuming from what is left must end with the straight run's
 weights, bit for bit, leave no partial checkpoint once it has written its
@@ -71,11 +74,18 @@ class CheckpointCrashTest(unittest.TestCase):
                 proc = subprocess.Popen(
                     self.zinc_run(name, ["--steps=%d" % STEPS, "--resume=" + ck,
                                          "--checkpoint-dir=" + ck, "--checkpoint-every=1"]),
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                # Checkpointing every step makes the run slower than the
-                # straight one: the kill lands inside it.
-                time.sleep(self.straight_seconds * fraction)
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                # zinc-run prints (and flushes) "step N: ..." before it
+                # checkpoints step N: wait for the step a `fraction` of the
+                # way through, then a `fraction` of a step's time into its
+                # checkpoint and the next step.
+                target = 5 + int((STEPS - 5) * fraction)
+                for line in proc.stdout:
+                    if line.startswith("step %d:" % target):
+                        break
+                time.sleep(self.straight_seconds / STEPS * fraction)
                 proc.send_signal(signal.SIGKILL)
+                proc.stdout.close()
                 proc.wait(timeout=TIMEOUT)
                 self.assertEqual(proc.returncode, -signal.SIGKILL,
                                  "the run ended before the kill: nothing was tested")
