@@ -79,6 +79,11 @@ static cl::opt<std::string> offloadParams(
 static cl::opt<unsigned> prefetchDistance(
     "prefetch-distance", cl::desc("Compute nodes a prefetch is issued ahead of its use (default 2)"),
     cl::init(2), cl::cat(compileCategory));
+static cl::opt<bool> delayUpdates(
+    "dpu",
+    cl::desc("Delayed parameter update: the host's optimizer update of a step overlaps the "
+             "next step's forward and backward, applying gradients one step late (default off)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string> tile(
     "tile", cl::desc("Memory-centric tiling: auto (default: per operator, when it does not "
                      "fit), none, or N tiles for every large tileable operator"),
@@ -285,6 +290,14 @@ static Error compile() {
   ctx.memory.cpuCapacity = hw->cpuMem;
   ctx.memory.nvmeCapacity = hw->nvmeMem;
   ctx.memory.prefetchDistance = prefetchDistance;
+  ctx.memory.delayUpdates = delayUpdates;
+  if (delayUpdates && (mode != "train" || training.optimizer == zinc::OptimizerKind::None))
+    return zinc::makeError("--dpu delays the optimizer's update: it needs --mode=train and an "
+                           "optimizer");
+  if (delayUpdates && training.lossScale != zinc::LossScaleKind::None)
+    return zinc::makeError("--dpu with loss scaling is not supported: the overflow check would "
+                           "judge this step's gradients while the update applies the previous "
+                           "step's (use --precision=bf16 or fp32, or --loss-scale=none)");
   ctx.memory.optimizerOffload = *optimizerPolicy;
   ctx.memory.paramsOffload = *paramsPolicy;
   if (auto err = parseTile(tile, ctx.memory))

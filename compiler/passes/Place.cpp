@@ -12,6 +12,7 @@
 // needs into the tier it runs in.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/passes/DelayedUpdate.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/passes/PlacementSearch.h"
@@ -90,7 +91,9 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
       if (in && in->role == ir::ValueRole::State && usersOf(*in).size() > 1 &&
           in->shape == master->shape && in->dtype != DType::F32)
         in->tier = mem.paramsTier; // The mixed-precision copy.
-    if (!readByCompute || mem.paramsTier == mem.optimizerTier)
+    // A delayed update writes the master while compute reads the weights
+    // of the step before: they need a copy of their own.
+    if (!readByCompute || (mem.paramsTier == mem.optimizerTier && !mem.delayUpdates))
       continue;
     ir::Value *copy = g.addValue(g.uniqueValueName(master->name + "." + ir::tierName(mem.paramsTier).str()),
                                  master->dtype, master->shape, ir::ValueRole::State);
@@ -128,6 +131,11 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
       v->tier = mem.paramsTier;
       changed = true;
     }
+  if (training && mem.delayUpdates) {
+    if (auto err = delayUpdates(g))
+      return err;
+    changed = true;
+  }
   return changed || mem.optimizerTier != ir::Tier::Gpu;
 }
 

@@ -27,12 +27,18 @@ struct Extras {
   const float *foundInf = nullptr;
   const float *scale = nullptr;
   const int64_t *applied = nullptr;
+  /// A delayed update (--dpu, the `delayed_steps` attribute) applies the
+  /// gradients of this many steps before: the first steps have none.
+  int64_t delayed = 0;
 
   /// GradScaler skips optimizer.step() on an overflow: nothing changes.
-  bool skip() const { return foundInf && *foundInf != 0; }
+  /// A delayed update has nothing to apply before its first gradient.
+  bool skip(const KernelCall &call) const {
+    return (foundInf && *foundInf != 0) || call.step <= delayed;
+  }
   /// torch.optim's state['step'] counts the updates done, skipped steps not.
   int64_t step(const KernelCall &call) const {
-    return applied ? *applied + 1 : call.step;
+    return applied ? *applied + 1 : call.step - delayed;
   }
   /// GradScaler's inv_scale: the reciprocal in double, rounded to float.
   float invScale() const { return scale ? static_cast<float>(1.0 / *scale) : 1.0f; }
@@ -63,6 +69,9 @@ static llvm::Expected<Extras> checkOperands(const KernelCall &call, size_t state
                      " on a parameter and states that are not all f32 of one size, "
                      "or a gradient that is not f32, f16 or bf16 of that size");
   Extras e;
+  e.delayed = call.attrs.getInt("delayed_steps", 0);
+  if (e.delayed < 0)
+    return makeError(call.opType + ": delayed_steps must not be negative");
   const TensorRef *copy = call.input(first);
   if (copy) {
     if ((copy->dtype != DType::F16 && copy->dtype != DType::BF16) ||
@@ -131,7 +140,7 @@ static llvm::Error adam(const KernelCall &call, bool decoupled) {
   auto extras = checkOperands(call, 2);
   if (!extras)
     return extras.takeError();
-  if (extras->skip())
+  if (extras->skip(call))
     return llvm::Error::success();
   double lr = call.attrs.getFloat("lr", 1e-3);
   double beta1 = call.attrs.getFloat("beta1", 0.9);
@@ -166,7 +175,7 @@ llvm::Error runSGD(const KernelCall &call) {
   auto extras = checkOperands(call, call.inputs.size() > 2 ? 1 : 0);
   if (!extras)
     return extras.takeError();
-  if (extras->skip())
+  if (extras->skip(call))
     return llvm::Error::success();
   TensorRef *paramRef = call.updated(0);
   if (!paramRef)

@@ -84,9 +84,10 @@ class TrainingComparison:
             cls.tmp.cleanup()
 
     def train_both(self, name, opset, optimizer, build=None, export=None,
-                   compile_flags=(), run_flags=()):
+                   compile_flags=(), run_flags=(), reference_kw=None):
         """Exports the model `build()` gives (default: models.build(name)),
-        trains it with PyTorch and with zinc, and returns (PyTorch's losses,
+        trains it with PyTorch (models.train_reference, with `reference_kw`
+        too) and with zinc, and returns (PyTorch's losses,
         zinc's metrics, initial weights, PyTorch's final weights, zinc's final
         weights, PyTorch's float32-vs-float64 error per tensor)."""
         opt_name, torch_kw, zinc_flags = optimizer
@@ -110,6 +111,7 @@ class TrainingComparison:
         st.save_file(data, path("data.safetensors"))
 
         reference = copy.deepcopy(model).train()
+        torch_kw = dict(torch_kw, **(reference_kw or {}))
         want_losses = models.train_reference(reference, data, opt_name, **torch_kw)
         want = models.weights_by_initializer(reference, imap)
         # The same training in float64: how far float32 rounding alone moves

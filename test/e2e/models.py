@@ -275,16 +275,28 @@ def make_optimizer(name, params, **kw):
     raise ValueError(name)
 
 
-def train_reference(model, data, optimizer="adamw", steps=STEPS, **kw):
+def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False, **kw):
     """Trains `model` in place for `steps` steps (step i feeds slice i);
-    returns the loss of each step, measured before its update."""
+    returns the loss of each step, measured before its update. `delayed`:
+    ZeRO-Offload's delayed parameter update, as zinc-compile --dpu does it:
+    the update of step i applies step i-1's gradients (none at step 0)."""
     opt = make_optimizer(optimizer, model.parameters(), **kw)
+    params = list(model.parameters())
+    previous = None
     losses = []
     for i in range(steps):
         opt.zero_grad()
         loss = model(*step_inputs(data, i))
         loss.backward()
-        opt.step()
+        if delayed:
+            current = [None if p.grad is None else p.grad.clone() for p in params]
+            if previous is not None:
+                for p, g in zip(params, previous):
+                    p.grad = g
+                opt.step()
+            previous = current
+        else:
+            opt.step()
         losses.append(float(loss))
     return losses
 

@@ -91,6 +91,9 @@ struct MemoryOptions {
   uint64_t nvmeCapacity = 0;
   /// How many compute nodes ahead of its use a prefetch is issued.
   unsigned prefetchDistance = 2;
+  /// --dpu: the host update of step i overlaps the forward and backward of
+  /// step i+1 (DelayedUpdate.h); place applies it with the homes.
+  bool delayUpdates = false;
   /// Set by place: how far its search already carried the graph it kept.
   /// The passes up to that point then have nothing to do (and allocate's
   /// layout is in PassContext::layout).

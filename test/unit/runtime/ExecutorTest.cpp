@@ -208,40 +208,57 @@ TEST(Executor, EventsAreReArmedEveryStep) {
 
 // ZeRO-Offload's shape: the gradient made on the GPU, evicted, AdamW on the
 // host stream over CPU-tier states, the parameter prefetched back.
-TEST(Executor, HostAdamWOnCpuStates) {
-  const int64_t n = 1000;
+struct HostAdamWPlan {
+  plan::Plan plan;
+  int x, p, m;
+};
+
+static HostAdamWPlan hostAdamWPlan(int64_t n, int64_t delayedSteps) {
   PlanBuilder b;
-  int x = b.tensor("x", {n}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+  HostAdamWPlan h;
+  h.x = b.tensor("x", {n}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
   int pGpu = b.tensor("p.gpu", {n});
   int gGpu = b.tensor("g.gpu", {n});
-  int p = b.tensor("p", {n}, plan::TIER_CPU, 1, plan::ROLE_PARAMETER);
+  h.p = b.tensor("p", {n}, plan::TIER_CPU, 1, plan::ROLE_PARAMETER);
   int g = b.tensor("g", {n}, plan::TIER_CPU);
-  int m = b.tensor("m", {n}, plan::TIER_CPU, 1, plan::ROLE_STATE);
+  h.m = b.tensor("m", {n}, plan::TIER_CPU, 1, plan::ROLE_STATE);
   int v = b.tensor("v", {n}, plan::TIER_CPU, 1, plan::ROLE_STATE);
-  b.add("fetch", "Copy", {p}, {pGpu}, plan::STREAM_H2D, {}, {0});
-  b.add("grad", "Mul", {x, pGpu}, {gGpu}, plan::STREAM_COMPUTE, {0}, {1});
+  b.add("fetch", "Copy", {h.p}, {pGpu}, plan::STREAM_H2D, {}, {0});
+  b.add("grad", "Mul", {h.x, pGpu}, {gGpu}, plan::STREAM_COMPUTE, {0}, {1});
   b.add("evict", "Copy", {gGpu}, {g}, plan::STREAM_D2H, {1}, {2});
   plan::Instruction &adam =
-      b.add("adam", "AdamW", {p, g, m, v}, {}, plan::STREAM_HOST, {2});
+      b.add("adam", "AdamW", {h.p, g, h.m, v}, {}, plan::STREAM_HOST, {2});
   plan::Attribute *lr = adam.add_attrs();
   lr->set_name("lr");
   lr->set_kind(plan::ATTR_FLOAT);
   lr->set_f(0.01);
-  plan::Plan plan = b.finish();
+  if (delayedSteps) {
+    plan::Attribute *delayed = adam.add_attrs();
+    delayed->set_name("delayed_steps");
+    delayed->set_kind(plan::ATTR_INT);
+    delayed->set_i(delayedSteps);
+  }
+  h.plan = b.finish();
+  return h;
+}
 
+/// Trains `h` for `steps` steps with the same input each step, and checks
+/// that the parameter ends where torch.optim.AdamW's first step (lr 0.01,
+/// defaults otherwise) takes it.
+static void expectOneAdamWStep(const HostAdamWPlan &h, int steps) {
+  const int64_t n = h.plan.tensors(h.x).shape(0);
   std::vector<float> p0;
   RunOutcome run = runBothWays(
-      plan, 1,
+      h.plan, steps,
       [&](Program &prog) {
-        setValues(prog, p, 0.5f, 0.01f);
-        p0 = values(prog, p);
+        setValues(prog, h.p, 0.5f, 0.01f);
+        p0 = values(prog, h.p);
       },
-      [&](Program &prog, int) { setValues(prog, x, -1, 0.03f); });
+      [&](Program &prog, int) { setValues(prog, h.x, -1, 0.03f); });
   ASSERT_TRUE(run.program);
-  std::vector<float> xs = values(*run.program, x),
-                     after = values(*run.program, p),
-                     ms = values(*run.program, m);
-  // torch.optim.AdamW's first step (lr 0.01, defaults otherwise).
+  std::vector<float> xs = values(*run.program, h.x),
+                     after = values(*run.program, h.p),
+                     ms = values(*run.program, h.m);
   for (int64_t i = 0; i < n; ++i) {
     double grad = static_cast<double>(xs[i]) * p0[i];
     double decayed = p0[i] * (1 - 0.01 * 0.01);
@@ -250,7 +267,17 @@ TEST(Executor, HostAdamWOnCpuStates) {
     EXPECT_NEAR(after[i], want, 1e-6) << i;
     EXPECT_NEAR(ms[i], 0.1 * grad, 1e-6) << i;
   }
-  EXPECT_EQ(run.results[0].measuredCpuPeak, pagePeak(plan, plan::TIER_CPU));
+  // The last step: a skipped update touches none of its states.
+  EXPECT_EQ(run.results.back().measuredCpuPeak, pagePeak(h.plan, plan::TIER_CPU));
+}
+
+TEST(Executor, HostAdamWOnCpuStates) { expectOneAdamWStep(hostAdamWPlan(1000, 0), 1); }
+
+// --dpu: an update delayed by one step skips the first step (no gradient
+// is there yet) and counts the next as torch.optim's first: after two steps
+// the parameter is where one undelayed step puts it.
+TEST(Executor, DelayedAdamWSkipsItsFirstStep) {
+  expectOneAdamWStep(hostAdamWPlan(1000, 1), 2);
 }
 
 // A kernel error on the host stream while compute and d2h wait on events
