@@ -55,9 +55,8 @@ public:
     }
     case STREAM_COMPUTE:
     default: {
-      double flopRate = isHalf(inst) ? hw.gpuFlopsHalf : hw.gpuFlopsFp32;
-      return hw.kernelLaunchSeconds +
-             std::max(inst.flops() / flopRate, moved / hw.gpuMemBandwidth);
+      return hw.kernelSeconds(static_cast<double>(inst.flops()), static_cast<double>(moved),
+                              isHalf(inst));
     }
     }
   }

@@ -170,6 +170,10 @@ unsigned share(unsigned ranks, unsigned limit) {
 } // namespace
 
 unsigned Hardware::ranksPerNode(unsigned ranks) const { return share(ranks, gpusPerNode); }
+double Hardware::kernelSeconds(double flops, double bytes, bool half) const {
+  return kernelLaunchSeconds +
+         std::max(flops / (half ? gpuFlopsHalf : gpuFlopsFp32), bytes / gpuMemBandwidth);
+}
 double Hardware::h2dPerRank(unsigned ranks) const {
   return hostToDeviceBandwidth / share(ranksPerNode(ranks), gpusPerHostLink);
 }

@@ -77,7 +77,9 @@ static cl::opt<std::string> offloadParams(
     "offload-params", cl::desc("Home of parameters: auto (default), none, cpu or nvme"),
     cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<unsigned> prefetchDistance(
-    "prefetch-distance", cl::desc("Compute nodes a prefetch is issued ahead of its use (default 2)"),
+    "prefetch-distance",
+    cl::desc("Issue each prefetch N compute nodes ahead of its use (default: timed by the "
+             "cost model, the lead with the fastest predicted step that fits)"),
     cl::init(2), cl::cat(compileCategory));
 static cl::opt<bool> delayUpdates(
     "dpu",
@@ -290,6 +292,8 @@ static Error compile() {
   ctx.memory.cpuCapacity = hw->cpuMem;
   ctx.memory.nvmeCapacity = hw->nvmeMem;
   ctx.memory.prefetchDistance = prefetchDistance;
+  ctx.memory.searchPrefetchLead = prefetchDistance.getNumOccurrences() == 0;
+  ctx.hardware = &*hw;
   ctx.memory.delayUpdates = delayUpdates;
   if (delayUpdates && (mode != "train" || training.optimizer == zinc::OptimizerKind::None))
     return zinc::makeError("--dpu delays the optimizer's update: it needs --mode=train and an "

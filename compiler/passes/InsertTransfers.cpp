@@ -3,14 +3,18 @@
 // Every node runs in one tier: compute nodes on the GPU, host nodes on the
 // CPU. An operand whose home is elsewhere gets a transient copy in that tier,
 // made by zinc.Copy nodes on the transfer streams (h2d, d2h, nvme; NVMe and
-// GPU only talk through the CPU): prefetches are issued a few compute nodes
-// ahead of their use, so they overlap earlier compute; values headed for the
+// GPU only talk through the CPU): prefetches are issued ahead of their use,
+// so they overlap earlier compute: by time, when the compilation has a
+// hardware description and a prefetch lead (the compute before the user
+// covers `lead` times the transfer's own time on its link, and that of the
+// hops after it), else a fixed count of compute nodes; values headed for the
 // host (gradients) leave as soon as they are complete. An operand a node
 // updates in place is written back to its home right after it (CopyInto).
 // A copy is reused by later uses close enough behind, and dropped when its
 // source is written. Which memory the copies take is allocate's business.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/passes/NodeCost.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
@@ -41,7 +45,8 @@ ir::Stream linkStream(ir::Tier from, ir::Tier to) {
 
 class Mover {
 public:
-  Mover(ir::Graph &g, const MemoryOptions &mem) : g(g), mem(mem) {}
+  Mover(ir::Graph &g, const MemoryOptions &mem, const Hardware *hw)
+      : g(g), mem(mem), hw(mem.prefetchLead > 0 ? hw : nullptr) {}
 
   llvm::Error run() {
     std::vector<ir::Node *> original(g.nodes().begin(), g.nodes().end());
@@ -84,30 +89,44 @@ public:
   }
 
 private:
-  /// The node before which a copy of `source` needed by `user` is
-  /// inserted. Walks back from the user over at most the prefetch distance
-  /// in compute nodes or nodes of the user's own stream (host updates run
-  /// back to back after backward), and the transfers between them, never past the
-  /// source's last writer or definition, and never more than kMaxWalk nodes:
-  /// each copy costs O(1), and a prefetch is never issued so early that
-  /// every copy of a step is alive at once.
-  ir::Node *insertionPoint(ir::Value *source, ir::Node *user, ir::Tier to) {
+  /// The node before which a copy of `source` into `to` needed by `user`
+  /// is inserted. Walks back from the user over the nodes of the compute
+  /// stream or of the user's own stream (host updates run back to back
+  /// after backward), and the transfers between them: by time, until their
+  /// predicted seconds cover the prefetch lead times this copy's seconds
+  /// plus `laterHops` (the copies still between its result and the user);
+  /// else over the prefetch distance in nodes. Never past the source's last
+  /// writer or definition, and never more than kMaxWalk nodes (kMaxLeadWalk
+  /// by time): each copy costs O(1), and a prefetch is never issued so
+  /// early that every copy of a step is alive at once.
+  ir::Node *insertionPoint(ir::Value *source, ir::Node *user, ir::Tier to,
+                           double laterHops) {
     ir::Node *stop = lastWriter.lookup(source);
     if (!stop)
       stop = source->def;
     if (source->tier == ir::Tier::Gpu) // Leaving the GPU: as soon as complete.
       return stop ? g.nextNode(stop) : g.firstNode();
-    // Towards the user: a few of its stream's nodes ahead, to overlap them.
+    double need = 0;
+    if (hw)
+      need = mem.prefetchLead *
+             (copySeconds(source->byteSize(), source->tier, to, *hw, g.ranks) + laterHops);
     ir::Node *at = user;
     unsigned seen = 0;
-    for (unsigned walked = 0; seen < mem.prefetchDistance && walked < kMaxWalk; ++walked) {
+    double covered = 0;
+    unsigned maxWalk = hw ? kMaxLeadWalk : kMaxWalk;
+    for (unsigned walked = 0; walked < maxWalk; ++walked) {
+      if (hw ? covered >= need : seen >= mem.prefetchDistance)
+        break;
       ir::Node *prev = g.prevNode(at);
       if (!prev || prev == stop)
         break;
       at = prev;
       if (!isTransfer(*at) &&
-          (at->stream == ir::Stream::Compute || at->stream == user->stream))
+          (at->stream == ir::Stream::Compute || at->stream == user->stream)) {
         ++seen;
+        if (hw)
+          covered += nodeSeconds(*at, *hw, g.ranks);
+      }
     }
     return at;
   }
@@ -127,7 +146,8 @@ private:
 
   /// A copy of `home` in tier `to`, valid for `user`: reused when an up to
   /// date one was used recently, else made (through the CPU if needed).
-  ir::Value *residentCopy(ir::Value *home, ir::Tier to, ir::Node *user) {
+  ir::Value *residentCopy(ir::Value *home, ir::Tier to, ir::Node *user,
+                          double laterHops = 0) {
     auto key = std::make_pair(home, to);
     auto cached = copies.find(key);
     if (cached != copies.end()) {
@@ -137,9 +157,13 @@ private:
     }
     ir::Value *source = home;
     if ((home->tier == ir::Tier::Nvme && to == ir::Tier::Gpu) ||
-        (home->tier == ir::Tier::Gpu && to == ir::Tier::Nvme))
-      source = residentCopy(home, ir::Tier::Cpu, user);
-    ir::Value *copy = copyOnce(source, to, user, insertionPoint(source, user, to));
+        (home->tier == ir::Tier::Gpu && to == ir::Tier::Nvme)) {
+      double secondHop =
+          hw ? copySeconds(home->byteSize(), ir::Tier::Cpu, to, *hw, g.ranks) : 0;
+      source = residentCopy(home, ir::Tier::Cpu, user, laterHops + secondHop);
+    }
+    ir::Value *copy =
+        copyOnce(source, to, user, insertionPoint(source, user, to, laterHops));
     copies[key] = copy;
     return copy;
   }
@@ -199,11 +223,15 @@ private:
   /// beyond, the copy's memory is released in between (the forward and backward uses of a
   /// weight get separate prefetches).
   static constexpr size_t kReuseWindow = 8;
-  /// The most nodes a prefetch's insertion point walks back over.
+  /// The most nodes a prefetch's insertion point walks back over, by count
+  /// and by time.
   static constexpr unsigned kMaxWalk = 64;
+  static constexpr unsigned kMaxLeadWalk = 256;
 
   ir::Graph &g;
   const MemoryOptions &mem;
+  /// The rates prefetches are timed with; null to count nodes.
+  const Hardware *hw;
   std::map<std::pair<ir::Value *, ir::Tier>, ir::Value *> copies;
   llvm::DenseMap<const ir::Value *, ir::Node *> lastUse;
   llvm::DenseMap<const ir::Value *, ir::Node *> lastWriter;
@@ -216,7 +244,7 @@ llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
   if (ctx.memory.placedThrough >= MemoryOptions::Placed::Transfers) // Done by place.
     return false;
   size_t before = g.numNodes();
-  Mover mover(g, ctx.memory);
+  Mover mover(g, ctx.memory, ctx.hardware);
   if (auto err = mover.run())
     return err;
   return g.numNodes() != before;

@@ -25,4 +25,17 @@ llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef argument) {
                    "'; valid passes: " + listPassArguments());
 }
 
+llvm::Error runPassesNamed(ir::Graph &g, PassContext &ctx,
+                           std::initializer_list<llvm::StringRef> names) {
+  for (llvm::StringRef name : names) {
+    auto pass = createPass(name);
+    if (!pass)
+      return pass.takeError();
+    auto changed = (*pass)->run(g, ctx);
+    if (!changed)
+      return changed.takeError();
+  }
+  return llvm::Error::success();
+}
+
 } // namespace zinc::passes

@@ -2,8 +2,10 @@
 #include "zinc/passes/PlacementSearch.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/PassManager.h"
+#include "zinc/passes/PrefetchSearch.h"
 #include "zinc/passes/Spill.h"
 #include "zinc/support/Error.h"
+#include "llvm/Support/FormatVariadic.h"
 #include <tuple>
 
 namespace zinc::passes {
@@ -20,26 +22,16 @@ static std::vector<ir::Tier> candidates(OffloadPolicy policy) {
   return {ir::Tier::Gpu};
 }
 
-/// Runs the passes named, in order, on `g`.
-static llvm::Error runPasses(ir::Graph &g, PassContext &ctx,
-                             std::initializer_list<llvm::StringRef> names) {
-  for (llvm::StringRef name : names) {
-    auto pass = createPass(name);
-    if (!pass)
-      return pass.takeError();
-    auto changed = (*pass)->run(g, ctx);
-    if (!changed)
-      return changed.takeError();
-  }
-  return llvm::Error::success();
-}
-
-/// Tells the user which placement fits.
+/// Tells the user which placement fits, and how its prefetches were timed.
 static void notePlacement(const PassContext &ctx, bool training, bool justBeforeUse) {
   if (!ctx.note)
     return;
   const MemoryOptions &mem = ctx.memory;
-  std::string how = justBeforeUse ? ", prefetching just before use" : "";
+  std::string how = justBeforeUse ? ", prefetching just before use"
+                    : mem.prefetchLead > 0
+                        ? ", prefetching " + llvm::formatv("{0:F1}", mem.prefetchLead).str() +
+                              "x each transfer's time ahead (the fastest predicted step that fits)"
+                        : "";
   if (training)
     ctx.note("placement: optimizer states and master weights in " +
              ir::tierName(mem.optimizerTier) + ", parameters in " +
@@ -122,6 +114,39 @@ static uint64_t findCapacityThatFits(
   return fits == asked ? 0 : fits;
 }
 
+/// `g` with its copies inserted just before their use (prefetch distance 0,
+/// the fewest copies alive at once): spilled and allocated, or, when even
+/// that overflows the GPU, left for allocate to report with the capacity
+/// that would fit.
+static llvm::Expected<bool> placeJustBeforeUse(ir::Graph &g, PassContext &ctx, bool training) {
+  MemoryOptions &mem = ctx.memory;
+  // Kept unspilled, for the capacity search should this not fit.
+  std::unique_ptr<ir::Graph> unspilled = g.clone();
+  if (auto err = runPassesNamed(g, ctx, {"spill"}))
+    return err;
+  mem.placedThrough = Placed::Spills;
+  // An overflow is allocate's to report, with the capacity that would fit.
+  llvm::Error err = runPassesNamed(g, ctx, {"allocate"});
+  if (err) {
+    llvm::consumeError(std::move(err));
+    ctx.layout.reset();
+    mem.gpuCapacityThatFits =
+        findCapacityThatFits(*unspilled, ctx, [&](ir::Graph &trial) {
+          return runPassesNamed(trial, ctx, {"spill", "allocate"});
+        });
+    mem.placedThrough = Placed::Spills;
+    return true;
+  }
+  mem.placedThrough = Placed::Allocation;
+  notePlacement(ctx, training, true);
+  return true;
+}
+
+/// Whether place chooses the prefetch lead by simulation.
+static bool searchesLead(const PassContext &ctx) {
+  return ctx.memory.searchPrefetchLead && ctx.hardware;
+}
+
 /// One placement, two prefetch distances (the requested one, then 0): both
 /// share the homes and the copies, so they are made once on `g`. When the
 /// GPU fits without spilling, nothing needs trying on a copy of the graph.
@@ -131,11 +156,11 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
   auto note = [&] { notePlacement(ctx, training, mem.prefetchDistance == 0); };
   if (auto placed = applyPlacement(g, mem); !placed)
     return placed.takeError();
-  if (auto err = runPasses(g, ctx, {"insert-transfers"}))
+  if (auto err = runPassesNamed(g, ctx, {"insert-transfers"}))
     return err;
   mem.placedThrough = Placed::Transfers;
   if (gpuFitsUnspilled(g, mem.gpuCapacity)) {
-    llvm::Error err = runPasses(g, ctx, {"allocate"});
+    llvm::Error err = runPassesNamed(g, ctx, {"allocate"});
     if (!err) {
       mem.placedThrough = Placed::Allocation;
       note();
@@ -147,7 +172,7 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
     // Spilling at this distance may not fit, and spills are not undone:
     // they are tried on a copy.
     std::unique_ptr<ir::Graph> trial = g.clone();
-    llvm::Error err = runPasses(*trial, ctx, {"spill", "allocate"});
+    llvm::Error err = runPassesNamed(*trial, ctx, {"spill", "allocate"});
     if (!err) {
       g.swap(*trial); // Its values are now g's, so the proven layout holds.
       mem.placedThrough = Placed::Allocation;
@@ -159,26 +184,31 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
   }
   sinkPrefetches(g);
   mem.prefetchDistance = 0;
-  // Kept unspilled, for the capacity search should this not fit.
-  std::unique_ptr<ir::Graph> unspilled = g.clone();
-  if (auto err = runPasses(g, ctx, {"spill"}))
-    return err;
-  mem.placedThrough = Placed::Spills;
-  // An overflow is allocate's to report, with the capacity that would fit.
-  llvm::Error err = runPasses(g, ctx, {"allocate"});
-  if (err) {
-    llvm::consumeError(std::move(err));
-    ctx.layout.reset();
-    mem.gpuCapacityThatFits =
-        findCapacityThatFits(*unspilled, ctx, [&](ir::Graph &trial) {
-          return runPasses(trial, ctx, {"spill", "allocate"});
-        });
-    mem.placedThrough = Placed::Spills;
+  return placeJustBeforeUse(g, ctx, training);
+}
+
+/// One placement, timed prefetches: the lead the simulation prefers among
+/// those that fit, else prefetches just before use.
+static llvm::Expected<bool> placeWithLeadSearch(ir::Graph &g, PassContext &ctx,
+                                                bool training) {
+  MemoryOptions &mem = ctx.memory;
+  // Nothing to prefetch: nothing to time.
+  if (mem.optimizerTier == ir::Tier::Gpu && mem.paramsTier == ir::Tier::Gpu)
+    return placeWithFallbackDistance(g, ctx, training);
+  if (auto placed = applyPlacement(g, mem); !placed)
+    return placed.takeError();
+  auto chosen = choosePrefetchLead(g, ctx);
+  if (!chosen)
+    return chosen.takeError();
+  if (*chosen) {
+    notePlacement(ctx, training, false);
     return true;
   }
-  mem.placedThrough = Placed::Allocation;
-  note();
-  return true;
+  mem.prefetchDistance = 0;
+  if (auto err = runPassesNamed(g, ctx, {"insert-transfers"}))
+    return err;
+  mem.placedThrough = Placed::Transfers;
+  return placeJustBeforeUse(g, ctx, training);
 }
 
 llvm::Expected<bool> choosePlacement(ir::Graph &g, PassContext &ctx) {
@@ -199,50 +229,69 @@ llvm::Expected<bool> choosePlacement(ir::Graph &g, PassContext &ctx) {
                      " needs the optimizer off the GPU too (--offload-optimizer=cpu or "
                      "nvme): its fp32 master weights would otherwise stay in GPU memory");
   unsigned distance = mem.prefetchDistance;
+  bool search = searchesLead(ctx);
   auto choose = [&](std::pair<ir::Tier, ir::Tier> tiers, unsigned d) {
     std::tie(mem.optimizerTier, mem.paramsTier) = tiers;
     mem.prefetchDistance = d;
+    mem.prefetchLead = 0;
   };
   if (tries.size() == 1) {
     choose(tries.front(), distance);
+    if (search)
+      return placeWithLeadSearch(g, ctx, training);
     if (distance == 0)
       return applyPlacement(g, mem); // The pipeline's passes do the rest.
     return placeWithFallbackDistance(g, ctx, training);
   }
-  // Each placement is tried with the requested prefetch distance, then,
-  // if that overflows, with prefetches issued just before their use: the
-  // shallowest prefetching keeps the fewest copies alive at once.
-  std::vector<std::pair<std::pair<ir::Tier, ir::Tier>, unsigned>> attempts;
+  // Each placement is tried with timed prefetches (the lead the simulation
+  // prefers) or the requested prefetch distance, then, if that overflows,
+  // with prefetches issued just before their use: the shallowest
+  // prefetching keeps the fewest copies alive at once.
+  struct Attempt {
+    std::pair<ir::Tier, ir::Tier> tiers;
+    unsigned distance;
+    bool timed;
+  };
+  std::vector<Attempt> attempts;
   for (auto tiers : tries) {
-    attempts.push_back({tiers, distance});
-    if (distance > 0)
-      attempts.push_back({tiers, 0});
+    // All on the GPU: nothing to prefetch, nothing to time.
+    bool timed = search && (tiers.first != ir::Tier::Gpu || tiers.second != ir::Tier::Gpu);
+    attempts.push_back({tiers, timed ? 0 : distance, timed});
+    if (timed || distance > 0)
+      attempts.push_back({tiers, 0, false});
   }
-  for (const auto &[tiers, d] : attempts) {
-    choose(tiers, d);
+  for (const Attempt &attempt : attempts) {
+    choose(attempt.tiers, attempt.distance);
     std::unique_ptr<ir::Graph> trial = g.clone();
-    llvm::Error err = [&]() -> llvm::Error {
-      if (auto placed = applyPlacement(*trial, mem); !placed)
-        return placed.takeError();
-      return runPasses(*trial, ctx, {"insert-transfers", "spill", "allocate"});
-    }();
-    if (err) {
+    if (auto placed = applyPlacement(*trial, mem); !placed) {
+      llvm::consumeError(placed.takeError());
+      continue;
+    }
+    if (attempt.timed) {
+      auto chosen = choosePrefetchLead(*trial, ctx);
+      if (!chosen)
+        return chosen.takeError();
+      if (!*chosen)
+        continue;
+    } else if (llvm::Error err =
+                   runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"})) {
       llvm::consumeError(std::move(err));
       ctx.layout.reset();
       continue;
     }
     g.swap(*trial); // Its values are now g's, so the proven layout holds.
     mem.placedThrough = Placed::Allocation;
-    notePlacement(ctx, training, d != distance);
+    notePlacement(ctx, training,
+                  !attempt.timed && attempt.distance == 0 && (search || distance > 0));
     return true;
   }
   // Nothing fits: the most offloaded candidate needs the least GPU memory,
   // so allocate's diagnostic on it names the smallest capacity that fits.
-  choose(attempts.back().first, attempts.back().second);
+  choose(attempts.back().tiers, attempts.back().distance);
   mem.gpuCapacityThatFits = findCapacityThatFits(g, ctx, [&](ir::Graph &trial) -> llvm::Error {
     if (auto placed = applyPlacement(trial, mem); !placed)
       return placed.takeError();
-    return runPasses(trial, ctx, {"insert-transfers", "spill", "allocate"});
+    return runPassesNamed(trial, ctx, {"insert-transfers", "spill", "allocate"});
   });
   return applyPlacement(g, mem);
 }

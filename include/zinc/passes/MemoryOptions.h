@@ -89,8 +89,15 @@ struct MemoryOptions {
   uint64_t gpuCapacity = 0;
   uint64_t cpuCapacity = 0;
   uint64_t nvmeCapacity = 0;
-  /// How many compute nodes ahead of its use a prefetch is issued.
+  /// How many compute nodes ahead of its use a prefetch is issued, when it
+  /// is not timed (prefetchLead 0 or no hardware description).
   unsigned prefetchDistance = 2;
+  /// > 0: a prefetch is issued where the compute before its use covers
+  /// this many times its transfer's time (PassContext::hardware's rates).
+  double prefetchLead = 0;
+  /// place chooses prefetchLead by simulating the plans it allows (the
+  /// default of zinc-compile without --prefetch-distance).
+  bool searchPrefetchLead = false;
   /// --dpu: the host update of step i overlaps the forward and backward of
   /// step i+1 (DelayedUpdate.h); place applies it with the homes.
   bool delayUpdates = false;

@@ -6,6 +6,7 @@
 #include "zinc/passes/MemoryOptions.h"
 #include "zinc/passes/TierLayout.h"
 #include "zinc/passes/TrainingOptions.h"
+#include "zinc/support/Hardware.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <functional>
@@ -33,6 +34,10 @@ struct PassContext {
   TrainingOptions training;
   /// place, insert-transfers, spill, allocate: homes and capacities.
   MemoryOptions memory;
+  /// The machine (--hw): place predicts the step of the schedules it tries
+  /// with it, insert-transfers times prefetches by it. Null (zinc-opt):
+  /// prefetches go by node count.
+  const Hardware *hardware = nullptr;
   /// The tiers' layout allocate proved, for the graph as allocate left it:
   /// the plan emitter uses it instead of packing again. Null before
   /// allocate runs.

@@ -34,6 +34,10 @@ std::string listPassArguments();
 /// Creates the pass whose argument is `argument`; an error naming the valid
 /// ones when there is none.
 llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef argument);
+/// Runs the passes named, in order, on `g` (a pass driving others: place's
+/// trials); the first error stops it.
+llvm::Error runPassesNamed(ir::Graph &g, PassContext &ctx,
+                           std::initializer_list<llvm::StringRef> names);
 
 class PassManager {
 public:

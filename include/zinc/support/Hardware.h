@@ -57,6 +57,11 @@ struct Hardware {
   double nvmeWritePerRank(unsigned ranks) const;
   double cpuMemBandwidthPerRank(unsigned ranks) const;
   double cpuAdamPerRank(unsigned ranks) const;
+
+  /// What one GPU kernel costs: its FLOPs at the rate of its precision or
+  /// its operand bytes at HBM bandwidth, whichever takes longer, plus the
+  /// launch. The cost model's and the prefetch scheduler's one formula.
+  double kernelSeconds(double flops, double bytes, bool half) const;
 };
 
 /// A preset name (`hardwarePresetNames()`) or a JSON file of the format of

@@ -1,0 +1,78 @@
+//===- PrefetchSearch.cpp - Choosing how far ahead prefetches are issued --===//
+//
+// The overlap scheduler's search: a prefetch issued too late stalls compute,
+// one issued too early holds its copy (GPU memory) longer and may need
+// spills. Which lead is right depends on the bytes, the links and what else
+// is in flight, so each candidate is compiled to a plan and the simulator
+// (plan/PlanSimulator.h) predicts its step; only placements the allocator
+// proves are candidates. Leads double from 1: few trials, and memory grows
+// with the lead, so the first that does not fit ends the search.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/passes/PrefetchSearch.h"
+#include "zinc/passes/EmitPlan.h"
+#include "zinc/passes/PassManager.h"
+#include <limits>
+
+namespace zinc::passes {
+
+static constexpr double kLeads[] = {1, 2, 4, 8};
+/// A longer lead must shorten the predicted step by this much to be kept.
+static constexpr double kMinGain = 0.01;
+
+/// The predicted step of `g` as allocate left it (its layout in ctx).
+static llvm::Expected<plan::Prediction> predict(const ir::Graph &g, const PassContext &ctx) {
+  EmitOptions opts;
+  opts.mode = "train";
+  opts.layout = ctx.layout.get();
+  opts.gpuCapacity = ctx.memory.gpuCapacity;
+  opts.cpuCapacity = ctx.memory.cpuCapacity;
+  opts.nvmeCapacity = ctx.memory.nvmeCapacity;
+  auto plan = emitPlan(g, opts);
+  if (!plan)
+    return plan.takeError();
+  return plan::simulatePlan(*plan, *ctx.hardware);
+}
+
+llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
+                                                                  PassContext &ctx) {
+  MemoryOptions &mem = ctx.memory;
+  std::unique_ptr<ir::Graph> best;
+  std::shared_ptr<const TierLayout> bestLayout;
+  PrefetchChoice choice;
+  double bestStep = std::numeric_limits<double>::infinity();
+  for (double lead : kLeads) {
+    mem.prefetchLead = lead;
+    std::unique_ptr<ir::Graph> trial = g.clone();
+    if (llvm::Error err = runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"})) {
+      llvm::consumeError(std::move(err));
+      ctx.layout.reset();
+      break;
+    }
+    auto predicted = predict(*trial, ctx);
+    if (!predicted)
+      return predicted.takeError();
+    bool better = predicted->stepSeconds < bestStep * (1 - kMinGain);
+    if (better) {
+      best = std::move(trial);
+      bestLayout = ctx.layout;
+      bestStep = predicted->stepSeconds;
+      choice.lead = lead;
+      choice.predicted = std::move(*predicted);
+    }
+    ctx.layout.reset();
+    if (!better || choice.predicted.overlapEfficiency() >= 1 - kMinGain)
+      break;
+  }
+  if (!best) {
+    mem.prefetchLead = 0;
+    return llvm::None;
+  }
+  g.swap(*best); // Its values are now g's, so the proven layout holds.
+  ctx.layout = std::move(bestLayout);
+  mem.prefetchLead = choice.lead;
+  mem.placedThrough = MemoryOptions::Placed::Allocation;
+  return choice;
+}
+
+} // namespace zinc::passes

@@ -1,0 +1,29 @@
+//===- PrefetchSearch.h - Choosing how far ahead prefetches are issued ----===//
+#ifndef ZINC_PASSES_PREFETCHSEARCH_H
+#define ZINC_PASSES_PREFETCHSEARCH_H
+
+#include "zinc/passes/Pass.h"
+#include "zinc/plan/PlanSimulator.h"
+
+namespace zinc::passes {
+
+/// What the search chose.
+struct PrefetchChoice {
+  double lead = 0;
+  plan::Prediction predicted;
+};
+
+/// On `g` with its homes placed: tries prefetch leads (each prefetch issued
+/// where the compute before its use covers lead x its transfer time) from
+/// the shortest up, each through insert-transfers, spill and allocate on a
+/// copy of `g`, emits and simulates every one that fits, and keeps the
+/// fastest predicted step. It stops at the first lead that does not fit, that
+/// gains less than 1%, or whose step is within 1% of its lower bound. When one fits, `g`
+/// becomes it (ctx.layout its proven layout, ctx.memory.prefetchLead its
+/// lead) and the choice is returned; None when none fits, `g` untouched.
+llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
+                                                                  PassContext &ctx);
+
+} // namespace zinc::passes
+
+#endif
