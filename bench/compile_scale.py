@@ -12,7 +12,7 @@ and measures:
   peak_rss_mib  its peak resident set (ru_maxrss of the child)
 
 Models (`--list` prints them with their parameter and node counts):
-  gpt-1.3b .. gpt-1t   GPT-3 sizes at batch 1 x 2048 tokens, vocab 50257
+  gpt-1.3b .. gpt-1t   GPT-3 sizes at batch 1 (--batch) x 2048 tokens, vocab 50257
                        (1T: ZeRO-Infinity's 128 layers x d_model 25600)
   nodes-100k           a deep, narrow GPT (d_model 64, 2941 layers) whose ONNX
                        forward graph has 100,000 nodes or more (Constant nodes
@@ -38,7 +38,7 @@ Exit status 1 when any compile failed or timed out.
 Run: /usr/bin/python3 bench/compile_scale.py --build-dir build [--timeout 600]
         [--budget a100-80g|no-spill|v100-fp16|dgx2-zero3] [--ranks N]
         [--only gpt-1t,nodes-100k] [--time-passes]
-        [--quick] [--list] [--out FILE]
+        [--quick] [--batch N] [--list] [--out FILE]
 """
 
 import argparse
@@ -91,8 +91,9 @@ FLAGS = BUDGETS["a100-80g"]
 SCALING_LAYERS = [8, 16, 32, 64, 128, 256]
 
 
-def models(quick=False):
-    """(kind, Config) in the order they are compiled: small to large."""
+def models(quick=False, batch=1):
+    """(kind, Config) in the order they are compiled: small to large; the
+    GPT-3 sizes at `batch` sequences per rank."""
     C = shape_gpt.Config
     if quick:
         out = [("layers", C("layers-%d" % n, n, 64, 4, seq=32, vocab=64)) for n in (2, 4, 8)]
@@ -101,11 +102,11 @@ def models(quick=False):
                                vocab=64)))
         return out
     out = [("layers", C("layers-%d" % n, n, 1024, 16, seq=512)) for n in SCALING_LAYERS]
-    out += [("gpt", C("gpt-1.3b", 24, 2048, 16)),
-            ("gpt", C("gpt-6.7b", 32, 4096, 32)),
-            ("gpt", C("gpt-13b", 40, 5120, 40)),
-            ("gpt", C("gpt-175b", 96, 12288, 96)),
-            ("gpt", C("gpt-1t", 128, 25600, 160)),
+    out += [("gpt", C("gpt-1.3b", 24, 2048, 16, batch=batch)),
+            ("gpt", C("gpt-6.7b", 32, 4096, 32, batch=batch)),
+            ("gpt", C("gpt-13b", 40, 5120, 40, batch=batch)),
+            ("gpt", C("gpt-175b", 96, 12288, 96, batch=batch)),
+            ("gpt", C("gpt-1t", 128, 25600, 160, batch=batch)),
             # Two layers 65536 wide: one weight (64K x 256K, 32 GiB in
             # fp16) is bigger than a V100; only tiling fits it.
             ("gpt", C("wide-65536", 2, 65536, 64))]
@@ -395,6 +396,8 @@ def main(argv=None):
     ap.add_argument("--only", action="append", default=[],
                     help="model name(s), comma separated or repeated")
     ap.add_argument("--quick", action="store_true", help="tiny models only (a smoke test)")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="sequences of 2048 tokens per rank for the GPT-3 sizes (default 1)")
     ap.add_argument("--time-passes", action="store_true",
                     help="pass --time-passes and record the per-pass wall seconds")
     ap.add_argument("--work-dir", help="where models and plans go (default: a temp dir)")
@@ -402,7 +405,7 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="print the models and exit")
     args = ap.parse_args(argv)
 
-    todo = models(args.quick)
+    todo = models(args.quick, args.batch)
     if args.list:
         for kind, c in todo:
             print("%-11s %-6s %4d layers, d_model %5d heads %3d seq %4d vocab %5d: "

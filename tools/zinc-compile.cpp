@@ -298,10 +298,6 @@ static Error compile() {
   if (delayUpdates && (mode != "train" || training.optimizer == zinc::OptimizerKind::None))
     return zinc::makeError("--dpu delays the optimizer's update: it needs --mode=train and an "
                            "optimizer");
-  if (delayUpdates && training.lossScale != zinc::LossScaleKind::None)
-    return zinc::makeError("--dpu with loss scaling is not supported: the overflow check would "
-                           "judge this step's gradients while the update applies the previous "
-                           "step's (use --precision=bf16 or fp32, or --loss-scale=none)");
   ctx.memory.optimizerOffload = *optimizerPolicy;
   ctx.memory.paramsOffload = *paramsPolicy;
   if (auto err = parseTile(tile, ctx.memory))

@@ -19,11 +19,16 @@
 // checkpoint carries them. The first step has no gradient to apply: the
 // update's `delayed_steps` attribute makes the kernels skip steps up to it
 // and count the steps after it from 1, as torch.optim counts its updates.
+// Under fp16 loss scaling the overflow flag and the scale of the step that
+// made the gradients are stored with them (loss_scale.*.delayed): the update
+// skips and unscales what it applies by those, and its step count is the
+// applied steps already counted (UpdateLossScale counted them a step ago).
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/DelayedUpdate.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/support/Error.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace zinc::passes {
 
@@ -40,6 +45,15 @@ static int copyOperand(const ir::Node &opt) {
   return -1;
 }
 
+/// The update's count of applied steps (fp16 loss scaling's last extra,
+/// the only i64 operand), or -1.
+static int appliedOperand(const ir::Node &opt) {
+  for (unsigned i = 2; i < opt.inputs.size(); ++i)
+    if (opt.inputs[i] && opt.inputs[i]->dtype == DType::I64)
+      return static_cast<int>(i);
+  return -1;
+}
+
 llvm::Error delayUpdates(ir::Graph &g) {
   std::vector<ir::Node *> updates;
   for (ir::Node *n : g.nodes())
@@ -51,15 +65,28 @@ llvm::Error delayUpdates(ir::Graph &g) {
   // Everything the moved updates read is persistent state, so they can run
   // first; they keep their relative order.
   ir::Node *top = g.firstNode();
+  llvm::DenseMap<ir::Value *, ir::Value *> delayedScalars;
   for (ir::Node *opt : updates) {
     if (opt->stream != ir::Stream::Host)
       return makeError("--dpu overlaps the host's update with the next step's compute: "
                        "it needs the optimizer off the GPU (--offload-optimizer=cpu or nvme)");
-    // Loss scaling's extras end with the count of applied steps, an i64.
-    if (llvm::any_of(opt->inputs, [](const ir::Value *v) { return v && v->dtype == DType::I64; }))
-      return makeError("--dpu with loss scaling is not supported: the overflow check would "
-                       "judge this step's gradients while the update applies the previous "
-                       "step's (use --precision=bf16 or fp32, or --loss-scale=none)");
+    // fp16 loss scaling's extras (found_inf, scale, applied steps): the
+    // update must judge and unscale the gradients it applies with the flag
+    // and scale of the step that made them, stored with them.
+    if (int applied = appliedOperand(*opt); applied >= 2) {
+      for (int slot : {applied - 2, applied - 1}) {
+        ir::Value *now = opt->inputs[slot];
+        ir::Value *&then = delayedScalars[now];
+        if (!then) {
+          then = g.addValue(g.uniqueValueName(now->name + ".delayed"), now->dtype, now->shape,
+                            ir::ValueRole::State);
+          then->tier = ir::Tier::Cpu;
+          g.insertNode(g.nextNode(opt), "CopyInto", g.uniqueNodeName(then->name + "/store"),
+                       {now, then}, {}, {}, "zinc");
+        }
+        opt->setInput(slot, then);
+      }
+    }
     ir::Value *grad = opt->inputs[1];
     ir::Node *storeAt = g.nextNode(opt);
     ir::Value *delayed = g.addValue(g.uniqueValueName(grad->name + ".delayed"), grad->dtype,

@@ -94,8 +94,9 @@ private:
   /// stream or of the user's own stream (host updates run back to back
   /// after backward), and the transfers between them: by time, until their
   /// predicted seconds cover the prefetch lead times this copy's seconds
-  /// plus `laterHops` (the copies still between its result and the user);
-  /// else over the prefetch distance in nodes. Never past the source's last
+  /// plus `laterHops` (the copies still between its result and the user)
+  /// and the seconds of the copies on the same link it passes (the link
+  /// serves them first); else over the prefetch distance in nodes. Never past the source's last
   /// writer or definition, and never more than kMaxWalk nodes (kMaxLeadWalk
   /// by time): each copy costs O(1), and a prefetch is never issued so
   /// early that every copy of a step is alive at once.
@@ -110,6 +111,7 @@ private:
     if (hw)
       need = mem.prefetchLead *
              (copySeconds(source->byteSize(), source->tier, to, *hw, g.ranks) + laterHops);
+    ir::Stream link = linkStream(source->tier, to);
     ir::Node *at = user;
     unsigned seen = 0;
     double covered = 0;
@@ -126,9 +128,22 @@ private:
         ++seen;
         if (hw)
           covered += nodeSeconds(*at, *hw, g.ranks);
+      } else if (hw && isTransfer(*at) && at->stream == link) {
+        // Its link serves the copies in between first: they must be
+        // covered too.
+        need += transferSeconds(*at);
       }
     }
     return at;
+  }
+
+  /// Predicted seconds of a transfer node on its link.
+  double transferSeconds(const ir::Node &copy) const {
+    const ir::Value *src = copy.inputs[0];
+    const ir::Value *dst = copy.opType == "CopyInto" ? copy.inputs[1] : copy.outputs[0];
+    if (!src || !dst)
+      return 0;
+    return copySeconds(src->byteSize(), src->tier, dst->tier, *hw, g.ranks);
   }
 
   /// One zinc.Copy of `source` into a new transient value in `to`.
@@ -226,7 +241,7 @@ private:
   /// The most nodes a prefetch's insertion point walks back over, by count
   /// and by time.
   static constexpr unsigned kMaxWalk = 64;
-  static constexpr unsigned kMaxLeadWalk = 256;
+  static constexpr unsigned kMaxLeadWalk = 4096;
 
   ir::Graph &g;
   const MemoryOptions &mem;

@@ -37,8 +37,10 @@ struct Extras {
     return (foundInf && *foundInf != 0) || call.step <= delayed;
   }
   /// torch.optim's state['step'] counts the updates done, skipped steps not.
+  /// A delayed update's applied steps were counted when its gradients
+  /// were judged, a step before it runs.
   int64_t step(const KernelCall &call) const {
-    return applied ? *applied + 1 : call.step - delayed;
+    return (applied ? *applied + 1 : call.step) - delayed;
   }
   /// GradScaler's inv_scale: the reciprocal in double, rounded to float.
   float invScale() const { return scale ? static_cast<float>(1.0 / *scale) : 1.0f; }

@@ -14,8 +14,10 @@ behind. Two kinds of check:
    states live on NVMe.
 
 2. That DPU still trains like the ordinary update. The bundled example
-   (examples/gpt, 64 steps, `make run`'s flags: lr 3e-3, optimizer on NVMe,
-   parameters on the CPU) is trained with and without --dpu. Every step's
+   (examples/gpt, 64 steps, lr 3e-3) is trained with and without --dpu:
+   with `make run`'s placement (optimizer on NVMe, parameters on the CPU),
+   and in fp16 with the optimizer on the CPU and a loss scale so high that
+   the first steps overflow and are skipped. Every step's
    loss with DPU must be within 10% of the loss without it, and the mean of
    the last 16 steps within 5%. Why these bounds: DPU applies the same
    sequence of updates one step later, each computed from weights one update
@@ -29,6 +31,7 @@ Run: ZINC_BUILD_DIR=/path/to/build /usr/bin/python3 -m unittest discover -s test
 """
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -62,35 +65,37 @@ class DelayedUpdateVsPyTorchTest(TrainingComparison, unittest.TestCase):
 
 
 class DelayedUpdateTracksTest(unittest.TestCase):
-    def test_bundled_example_tracks_the_ordinary_update(self):
+    def train_example(self, tmp, name, flags):
+        """Losses of 64 steps of the bundled example compiled with `flags`."""
         compile_bin, run_bin = tools()
         gpt = os.path.join(ROOT, "examples", "gpt")
-        losses = {}
+        plan = os.path.join(tmp, name + ".zplan")
+        metrics = os.path.join(tmp, name + ".jsonl")
+        nvme = os.path.join(tmp, name + "-nvme")
+        os.makedirs(nvme)
+        run_tool([compile_bin, os.path.join(gpt, "gpt.onnx"), "-o", plan, "--mode=train",
+                  "--optimizer=adamw", "--lr=3e-3"] + flags)
+        run_tool([run_bin, plan, "--backend=cpu", "--steps=64",
+                  "--data=" + os.path.join(gpt, "data.safetensors"),
+                  "--nvme-dir=" + nvme, "--metrics=" + metrics])
+        with open(metrics) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def check_tracks(self, flags):
         with tempfile.TemporaryDirectory(prefix="zinc-e2e-dpu-") as tmp:
-            for name, flags in (("ordinary", []), ("dpu", ["--dpu"])):
-                plan = os.path.join(tmp, name + ".zplan")
-                metrics = os.path.join(tmp, name + ".jsonl")
-                nvme = os.path.join(tmp, name + "-nvme")
-                os.makedirs(nvme)
-                run_tool([compile_bin, os.path.join(gpt, "gpt.onnx"), "-o", plan,
-                          "--mode=train", "--optimizer=adamw", "--lr=3e-3",
-                          "--offload-optimizer=nvme", "--offload-params=cpu"] + flags)
-                run_tool([run_bin, plan, "--backend=cpu", "--steps=64",
-                          "--data=" + os.path.join(gpt, "data.safetensors"),
-                          "--nvme-dir=" + nvme, "--metrics=" + metrics])
-                with open(metrics) as f:
-                    losses[name] = [json.loads(line)["loss"] for line in f if line.strip()]
-        ordinary, dpu = losses["ordinary"], losses["dpu"]
+            ordinary = [m["loss"] for m in self.train_example(tmp, "ordinary", flags)]
+            metrics = self.train_example(tmp, "dpu", flags + ["--dpu"])
+        dpu = [m["loss"] for m in metrics]
         self.assertEqual(len(ordinary), 64)
         self.assertEqual(len(dpu), 64)
+        self.assertTrue(all(math.isfinite(x) for x in dpu), dpu)
         # Step 0 runs the same weights either way.
         self.assertEqual(dpu[0], ordinary[0])
-        # Step 1 does not: DPU has not applied step 0's gradients yet.
-        self.assertNotEqual(dpu[1], ordinary[1])
         apart = [abs(d - o) / o for d, o in zip(dpu, ordinary)]
         worst = max(range(64), key=lambda i: apart[i])
-        print("\nDPU vs ordinary: at most %.1f%% apart (step %d), %.1f%% on average"
-              % (100 * apart[worst], worst, 100 * sum(apart) / 64), file=sys.stderr)
+        print("\n%s: DPU vs ordinary at most %.1f%% apart (step %d), %.1f%% on average"
+              % (" ".join(flags), 100 * apart[worst], worst, 100 * sum(apart) / 64),
+              file=sys.stderr)
         self.assertLessEqual(apart[worst], STEP_RTOL,
                              "step %d: DPU %.4f, ordinary %.4f" % (worst, dpu[worst],
                                                                   ordinary[worst]))
@@ -98,6 +103,30 @@ class DelayedUpdateTracksTest(unittest.TestCase):
         self.assertLessEqual(abs(tail_dpu - tail_ordinary) / tail_ordinary, TAIL_RTOL)
         # Both trained: the last steps' losses are well below the first's.
         self.assertLess(tail_dpu, 0.7 * dpu[0])
+        return ordinary, dpu, metrics
+
+    def test_bundled_example_tracks_the_ordinary_update(self):
+        ordinary, dpu, _ = self.check_tracks(["--offload-optimizer=nvme",
+                                              "--offload-params=cpu"])
+        # Step 1 differs: DPU has not applied step 0's gradients yet.
+        self.assertNotEqual(dpu[1], ordinary[1])
+
+    def test_fp16_overflowing_steps_are_skipped_a_step_late(self):
+        """fp16 loss scaling starting far too high: the first steps'
+        gradients overflow and their updates are skipped, by DPU too, which
+        judges each gradient with the overflow flag and scale of the step
+        that made it (a flag of the wrong step would apply infinities, or
+        skip good gradients, and the curves would part)."""
+        ordinary, dpu, metrics = self.check_tracks(
+            ["--precision=fp16", "--initial-loss-scale=1e12", "--offload-optimizer=cpu"])
+        skipped = [m["skipped"] for m in metrics]
+        overflowing = skipped.index(False)
+        self.assertGreater(overflowing, 4, "the scale did not overflow: %s" % skipped)
+        # While every update is skipped, both runs keep the initial weights;
+        # the first finite gradient reaches the ordinary run's next step, and
+        # DPU's a step later.
+        self.assertEqual(dpu[:overflowing + 1], ordinary[:overflowing + 1])
+        self.assertNotEqual(dpu[overflowing + 1], ordinary[overflowing + 1])
 
     def test_resume_carries_the_delayed_gradients(self):
         """A checkpoint after step 4 holds the gradients step 5 applies:
