@@ -6,23 +6,30 @@
 // weights a forward reads are one update behind (ZeRO-Offload, section 5.2).
 //
 // Within one step's plan this is:
-//   host, from the start   update(master, delayed gradient) -> new master
-//                          (and the compute-precision copy, into a host
-//                          state of its own: the weights compute reads stay
-//                          untouched while it reads them)
-//   compute, meanwhile     forward and backward with the compute weights
+//   compute                forward and backward, with the weights as the
+//                          previous step left them
+//   host, during the step  the updates (master, delayed gradient), spread
+//                          evenly over the step's compute in their order, so
+//                          that the host work and its NVMe traffic share the
+//                          step instead of following it; an update writes
+//                          no weights compute still reads: the copy it
+//                          refreshed in place is written into a host state
+//                          of its own (`<copy>.next`)
+//   refreshes              each copy of the compute weights (`/refresh`,
+//                          `/delayed_refresh`) right after both its update
+//                          and the last node of this step that reads them
 //   where the update was   the gradient is stored into the delayed gradient
 //                          (after the update has read it: the plan's events
-//                          order it), and the compute weights are refreshed
-//                          from what the update wrote
-// The delayed gradient and the next compute copy are persistent state, so a
-// checkpoint carries them. The first step has no gradient to apply: the
-// update's `delayed_steps` attribute makes the kernels skip steps up to it
-// and count the steps after it from 1, as torch.optim counts its updates.
-// Under fp16 loss scaling the overflow flag and the scale of the step that
-// made the gradients are stored with them (loss_scale.*.delayed): the update
-// skips and unscales what it applies by those, and its step count is the
-// applied steps already counted (UpdateLossScale counted them a step ago).
+//                          order it)
+// The delayed gradients and next copies are persistent state, so a
+// checkpoint carries them.
+// The first step has no gradient to apply: the update's `delayed_steps`
+// attribute makes the kernels skip steps up to it and count the steps after
+// it from 1, as torch.optim counts its updates. Under fp16 loss scaling the
+// overflow flag and the scale of the step that made the gradients are
+// stored with them (loss_scale.*.delayed): the update skips and unscales
+// what it applies by those, and its step count is the applied steps already
+// counted (UpdateLossScale counted them a step ago).
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/DelayedUpdate.h"
@@ -32,8 +39,17 @@
 
 namespace zinc::passes {
 
+/// The update's count of applied steps (fp16 loss scaling's last extra,
+/// the only i64 operand), or -1.
+static int appliedOperand(const ir::Node &opt) {
+  for (unsigned i = 2; i < opt.inputs.size(); ++i)
+    if (opt.inputs[i] && opt.inputs[i]->dtype == DType::I64)
+      return static_cast<int>(i);
+  return -1;
+}
+
 /// The update's compute-precision copy operand (written in the same pass
-/// as the master), or none.
+/// as the master), or -1.
 static int copyOperand(const ir::Node &opt) {
   const ir::Value *master = opt.inputs[0];
   for (unsigned i = 2; i < opt.inputs.size(); ++i) {
@@ -45,31 +61,45 @@ static int copyOperand(const ir::Node &opt) {
   return -1;
 }
 
-/// The update's count of applied steps (fp16 loss scaling's last extra,
-/// the only i64 operand), or -1.
-static int appliedOperand(const ir::Node &opt) {
-  for (unsigned i = 2; i < opt.inputs.size(); ++i)
-    if (opt.inputs[i] && opt.inputs[i]->dtype == DType::I64)
-      return static_cast<int>(i);
-  return -1;
+/// The update and the copies right after it that refresh the compute
+/// weights from what it wrote (place's `/refresh`): they move together.
+static std::vector<ir::Node *> updateGroup(ir::Graph &g, ir::Node *opt) {
+  std::vector<ir::Node *> group{opt};
+  for (ir::Node *n = g.nextNode(opt);
+       n && n->domain == "zinc" && n->opType == "CopyInto" && n->inputs[0] == opt->inputs[0];
+       n = g.nextNode(n))
+    group.push_back(n);
+  return group;
 }
 
 llvm::Error delayUpdates(ir::Graph &g) {
   std::vector<ir::Node *> updates;
-  for (ir::Node *n : g.nodes())
+  llvm::DenseMap<const ir::Node *, size_t> position;
+  for (ir::Node *n : g.nodes()) {
+    position[n] = position.size();
     if (isOptimizerNode(*n))
       updates.push_back(n);
+  }
   if (updates.empty())
     return makeError("--dpu delays the optimizer's update, and this step has none "
                      "(--mode=train with an optimizer)");
-  // Everything the moved updates read is persistent state, so they can run
-  // first; they keep their relative order.
-  ir::Node *top = g.firstNode();
+  // Where each update goes: its share of the compute before the first one.
+  std::vector<ir::Node *> compute;
+  for (ir::Node *n : g.nodes()) {
+    if (n == updates.front())
+      break;
+    if (n->stream == ir::Stream::Compute)
+      compute.push_back(n);
+  }
   llvm::DenseMap<ir::Value *, ir::Value *> delayedScalars;
-  for (ir::Node *opt : updates) {
+  for (size_t index = 0; index < updates.size(); ++index) {
+    ir::Node *opt = updates[index];
     if (opt->stream != ir::Stream::Host)
       return makeError("--dpu overlaps the host's update with the next step's compute: "
                        "it needs the optimizer off the GPU (--offload-optimizer=cpu or nvme)");
+    std::vector<ir::Node *> refreshes = updateGroup(g, opt);
+    refreshes.erase(refreshes.begin());
+    ir::Node *storeAt = g.nextNode(refreshes.empty() ? opt : refreshes.back());
     // fp16 loss scaling's extras (found_inf, scale, applied steps): the
     // update must judge and unscale the gradients it applies with the flag
     // and scale of the step that made them, stored with them.
@@ -81,22 +111,23 @@ llvm::Error delayUpdates(ir::Graph &g) {
           then = g.addValue(g.uniqueValueName(now->name + ".delayed"), now->dtype, now->shape,
                             ir::ValueRole::State);
           then->tier = ir::Tier::Cpu;
-          g.insertNode(g.nextNode(opt), "CopyInto", g.uniqueNodeName(then->name + "/store"),
+          g.insertNode(storeAt, "CopyInto", g.uniqueNodeName(then->name + "/store"),
                        {now, then}, {}, {}, "zinc");
         }
         opt->setInput(slot, then);
       }
     }
     ir::Value *grad = opt->inputs[1];
-    ir::Node *storeAt = g.nextNode(opt);
     ir::Value *delayed = g.addValue(g.uniqueValueName(grad->name + ".delayed"), grad->dtype,
                                     grad->shape, ir::ValueRole::State);
     delayed->tier = ir::Tier::Cpu; // Where the host update reads it.
     delayed->shardOf = grad->shardOf;
     opt->setInput(1, delayed);
     opt->attrs.set(makeIntAttr("delayed_steps", 1));
-    // The compute copy the update used to write in place: now written into
-    // a host state, copied to the compute weights after backward.
+    g.insertNode(storeAt, "CopyInto", g.uniqueNodeName(delayed->name + "/store"),
+                 {grad, delayed}, {}, {}, "zinc");
+    // The compute copy the update refreshed in place: written into a host
+    // state of its own, refreshed from it below.
     if (int slot = copyOperand(*opt); slot >= 0) {
       ir::Value *weights = opt->inputs[slot];
       ir::Value *next = g.addValue(g.uniqueValueName(weights->name + ".next"), weights->dtype,
@@ -105,15 +136,34 @@ llvm::Error delayUpdates(ir::Graph &g) {
       next->shardOf = weights->shardOf;
       next->tier = ir::Tier::Cpu;
       opt->setInput(slot, next);
-      g.insertNode(storeAt, "CopyInto", g.uniqueNodeName(weights->name + "/delayed_refresh"),
-                   {next, weights}, {}, {}, "zinc");
+      refreshes.push_back(g.insertNode(storeAt, "CopyInto",
+                                       g.uniqueNodeName(weights->name + "/delayed_refresh"),
+                                       {next, weights}, {}, {}, "zinc"));
     }
-    g.insertNode(storeAt, "CopyInto", g.uniqueNodeName(delayed->name + "/store"),
-                 {grad, delayed}, {}, {}, "zinc");
-    if (opt != top)
-      g.moveBefore(opt, top);
-    else
-      top = g.nextNode(opt);
+
+    ir::Node *target = compute.empty() ? g.firstNode()
+                                       : compute[index * compute.size() / updates.size()];
+    g.moveBefore(opt, target);
+    size_t updateAt = compute.empty() ? 0 : position.lookup(target);
+    size_t limit = position.lookup(opt);
+    for (ir::Node *refresh : refreshes) {
+      // After the last node before the update's old place that touches the
+      // weights it writes, unless the update itself comes later.
+      ir::Node *last = nullptr;
+      ir::Value *weights = refresh->inputs[1];
+      auto consider = [&](ir::Node *n) {
+        if (n && n != refresh && position.count(n) && position.lookup(n) < limit &&
+            (!last || position.lookup(n) > position.lookup(last)))
+          last = n;
+      };
+      consider(weights->def);
+      for (const ir::Use &u : weights->uses())
+        consider(u.user);
+      if (!last || position.lookup(last) < updateAt)
+        g.moveBefore(refresh, target);
+      else
+        g.moveBefore(refresh, g.nextNode(last));
+    }
   }
   return llvm::Error::success();
 }
