@@ -38,7 +38,7 @@ Exit status 1 when any compile failed or timed out.
 Run: /usr/bin/python3 bench/compile_scale.py --build-dir build [--timeout 600]
         [--budget a100-80g|no-spill|v100-fp16|dgx2-zero3] [--ranks N]
         [--only gpt-1t,nodes-100k] [--time-passes]
-        [--quick] [--batch N] [--list] [--out FILE]
+        [--quick] [--batch N] [--dpu] [--list] [--out FILE]
 """
 
 import argparse
@@ -396,6 +396,8 @@ def main(argv=None):
     ap.add_argument("--only", action="append", default=[],
                     help="model name(s), comma separated or repeated")
     ap.add_argument("--quick", action="store_true", help="tiny models only (a smoke test)")
+    ap.add_argument("--dpu", action="store_true",
+                    help="compile with --dpu (delayed parameter update)")
     ap.add_argument("--batch", type=int, default=1,
                     help="sequences of 2048 tokens per rank for the GPT-3 sizes (default 1)")
     ap.add_argument("--time-passes", action="store_true",
@@ -428,6 +430,8 @@ def main(argv=None):
     work = args.work_dir or tempfile.mkdtemp(prefix="zinc-compile-scale-")
     os.makedirs(work, exist_ok=True)
     flags = BUDGETS[args.budget] + (["--ranks=%d" % args.ranks] if args.ranks > 1 else [])
+    if args.dpu:
+        flags.append("--dpu")
     if not args.out:
         args.out = os.path.join(HERE, "results", "compile_scale%s%s.json" % (
             "" if args.budget == "a100-80g" else "-" + args.budget,

@@ -56,7 +56,7 @@ public:
     case STREAM_COMPUTE:
     default: {
       return hw.kernelSeconds(static_cast<double>(inst.flops()), static_cast<double>(moved),
-                              isHalf(inst));
+                              isHalf(inst), isProduct(inst));
     }
     }
   }
@@ -70,6 +70,13 @@ private:
   static bool isCollective(const Instruction &inst) {
     return inst.domain() == "zinc" &&
            (inst.op() == "AllGather" || inst.op() == "ReduceScatter" || inst.op() == "AllReduce");
+  }
+  /// Matrix products (and convolutions, im2col GEMMs): a GEMM library's
+  /// fixed cost.
+  static bool isProduct(const Instruction &inst) {
+    llvm::StringRef op = inst.op();
+    return op == "MatMul" || op == "Gemm" || op == "FusedMatMul" || op == "FusedMatMulInto" ||
+           op.startswith("Conv");
   }
   static bool isOptimizerStep(const Instruction &inst) {
     return inst.domain() == "zinc" &&
@@ -132,6 +139,7 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
       return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
                        "') is on unknown stream " + llvm::Twine(stream));
     double start = streamFree[stream];
+    double eventWait = model == CostModel::InstructionCount ? 0 : hw.eventWaitSeconds;
     for (uint32_t e : inst.wait_events()) {
       if (e >= signalled.size())
         return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
@@ -141,7 +149,10 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
         return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
                          "') waits on event " + llvm::Twine(e) +
                          ", which no instruction before it signals");
-      start = std::max(start, signalled[e]);
+      // A stream that reaches the wait before the signal blocks, and pays
+      // its wake-up; one that arrives later finds the event set.
+      if (signalled[e] > streamFree[stream])
+        start = std::max(start, signalled[e] + eventWait);
     }
     for (const auto *ids : {&inst.inputs(), &inst.outputs()})
       for (int id : *ids)

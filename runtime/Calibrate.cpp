@@ -1,5 +1,8 @@
 //===- Calibrate.cpp - Measuring this machine into a hardware description -===//
 #include "zinc/runtime/Calibrate.h"
+#include "zinc/plan/PlanBuilder.h"
+#include "zinc/runtime/Executor.h"
+#include "zinc/runtime/Program.h"
 #include "runtime/cpu/kernels/TeamGemm.h"
 #include "zinc/runtime/optim/CpuAdam.h"
 #include "zinc/runtime/storage/AlignedBuffer.h"
@@ -9,9 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,31 @@ template <typename F> double bestSeconds(int runs, F body) {
     best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
   }
   return best;
+}
+
+/// The median of `runs` timings of `body`, after one warm-up run: a fixed
+/// cost as a step sees it, not at its luckiest.
+template <typename F> double medianSeconds(int runs, F body) {
+  body();
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    auto start = Clock::now();
+    body();
+    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::nth_element(times.begin(), times.begin() + runs / 2, times.end());
+  return times[runs / 2];
+}
+
+/// What a small product (64 x 64 x 64, the executor's team GEMM) takes
+/// beyond its FLOPs at `rate`: the GEMM's fixed cost.
+double gemmLaunchSeconds(double rate) {
+  const int64_t n = 64;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
+  auto g = cpu::GemmArgs<float>::make(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                                      0.0f, c.data(), n);
+  double s = medianSeconds(501, [&] { cpu::teamGemm(g); });
+  return std::max(0.0, s - 2.0 * n * n * n / rate);
 }
 
 double gemmFlops(bool team) {
@@ -80,30 +106,71 @@ double adamRate() {
   return n / s;
 }
 
-/// Seconds of one handoff between two threads through a mutex and a
-/// condition variable: what one stream pays to wait on another's event.
-double handoffSeconds() {
-  std::mutex mu;
-  std::condition_variable cv;
-  int turn = 0;
-  const int rounds = 2000;
-  auto start = Clock::now();
-  std::thread other([&] {
-    for (int i = 0; i < rounds; ++i) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return turn == 1; });
-      turn = 0;
-      cv.notify_all();
-    }
-  });
-  for (int i = 0; i < rounds; ++i) {
-    std::unique_lock<std::mutex> lock(mu);
-    turn = 1;
-    cv.notify_all();
-    cv.wait(lock, [&] { return turn == 0; });
+/// What the executor pays per instruction, measured by running synthetic
+/// plans through it (the cpu backend's own lanes, kernels and events).
+struct ExecutorCosts {
+  /// An instruction that waits for nothing: a small Add on the compute
+  /// stream after another.
+  double dispatch = 0;
+  /// What a wait on another stream's event adds when the waiter is blocked:
+  /// compute and h2d taking turns, each waiting for the other.
+  double wait = 0;
+};
+
+/// The median seconds of a step of `p` over 7 steps after a warm-up one.
+llvm::Expected<double> stepSeconds(plan::Plan p) {
+  auto program = Program::fromPlan(std::move(p));
+  if (!program)
+    return program.takeError();
+  auto executor = Executor::create(**program);
+  if (!executor)
+    return executor.takeError();
+  std::vector<double> times;
+  for (int step = 1; step <= 8; ++step) {
+    auto result = (*executor)->run(step, /*recordTimings=*/false);
+    if (!result)
+      return result.takeError();
+    if (step > 1)
+      times.push_back(result->seconds);
   }
-  other.join();
-  return std::chrono::duration<double>(Clock::now() - start).count() / (2.0 * rounds);
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+llvm::Expected<ExecutorCosts> executorCosts() {
+  const unsigned pairs = 200;
+  auto inputs = [](plan::PlanBuilder &b) {
+    return std::pair{b.tensor("a", {16}, plan::TIER_GPU, 1, plan::ROLE_INPUT),
+                     b.tensor("b", {16}, plan::TIER_GPU, 1, plan::ROLE_INPUT)};
+  };
+  plan::PlanBuilder straight;
+  auto [a, b] = inputs(straight);
+  int c = straight.tensor("c", {16});
+  for (unsigned i = 0; i < 2 * pairs; ++i)
+    straight.add("add" + std::to_string(i), "Add", {a, b}, {c});
+  plan::PlanBuilder chain;
+  auto [x, y] = inputs(chain);
+  int z = chain.tensor("z", {16});
+  int host = chain.tensor("host", {16}, plan::TIER_CPU, 1, plan::ROLE_INPUT);
+  int fetched = chain.tensor("fetched", {16});
+  for (unsigned i = 0; i < pairs; ++i) {
+    plan::Instruction &add = chain.add("add" + std::to_string(i), "Add", {x, y}, {z},
+                                       plan::STREAM_COMPUTE, {}, {2 * i});
+    if (i > 0)
+      add.add_wait_events(2 * i - 1);
+    chain.add("copy" + std::to_string(i), "Copy", {host}, {fetched}, plan::STREAM_H2D,
+              {2 * i}, {2 * i + 1});
+  }
+  auto alone = stepSeconds(straight.finish());
+  if (!alone)
+    return alone.takeError();
+  auto turns = stepSeconds(chain.finish());
+  if (!turns)
+    return turns.takeError();
+  ExecutorCosts costs;
+  costs.dispatch = *alone / (2 * pairs);
+  costs.wait = std::max(0.0, *turns / (2 * pairs) - costs.dispatch);
+  return costs;
 }
 
 llvm::Error measureNvme(const CalibrateOptions &o, Hardware &hw) {
@@ -171,8 +238,18 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
   say("h2d_bandwidth, d2h_bandwidth", hw.hostToDeviceBandwidth, "bytes/s (memcpy 64 MiB)");
   hw.cpuAdamParamsPerSecond = adamRate();
   say("cpu_adam_params_per_second", hw.cpuAdamParamsPerSecond, "1/s (AdamW, 16M parameters)");
-  hw.kernelLaunchSeconds = handoffSeconds();
-  say("kernel_launch_seconds", hw.kernelLaunchSeconds, "s (a handoff between two threads)");
+  hw.gemmLaunchSeconds = gemmLaunchSeconds(hw.gpuFlopsFp32);
+  say("gemm_launch_seconds", hw.gemmLaunchSeconds,
+      "s (a 64^3 team GEMM's median time beyond its FLOPs)");
+  auto executor = executorCosts();
+  if (!executor)
+    return addContext(executor.takeError(), "--calibrate: timing the executor");
+  hw.kernelLaunchSeconds = executor->dispatch;
+  say("kernel_launch_seconds", hw.kernelLaunchSeconds,
+      "s (the executor running small kernels back to back)");
+  hw.eventWaitSeconds = executor->wait;
+  say("event_wait_seconds", hw.eventWaitSeconds,
+      "s (the executor's compute and h2d streams taking turns, beyond dispatch)");
   if (!o.nvmeDir.empty()) {
     if (auto err = measureNvme(o, hw))
       return err;

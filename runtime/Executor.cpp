@@ -4,10 +4,9 @@
 // instruction's waits name how many signals of each event must have happened
 // this step (Program::prepare counts the signals before it in plan order),
 // so the streams order themselves exactly as the plan order does and the
-// result is the serial one, bit for bit. Event counts live under one mutex
-// with one condition variable: a step has few events per instruction and
-// the waits are long (transfers, kernels), so simplicity wins over a lock
-// per event.
+// result is the serial one, bit for bit. Event counts live under one mutex;
+// a worker blocked on a wait sleeps on its own condition variable, and a
+// signal wakes only the workers whose wait it satisfies.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/plan/PlanNames.h"

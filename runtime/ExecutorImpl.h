@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -69,6 +70,13 @@ struct Executor::Impl {
     unsigned failedAt = 0;
     std::string error;
     std::thread thread;
+    /// Wakes this worker when what it waits for may have happened.
+    /// (Held by pointer: lanes live in a vector, and a condition variable
+    /// does not move.)
+    std::unique_ptr<std::condition_variable> ready =
+        std::make_unique<std::condition_variable>();
+    /// The instruction it is blocked on (under `mutex`), or null.
+    const PreparedInstruction *blockedOn = nullptr;
   };
 
   Program &program;
@@ -80,8 +88,11 @@ struct Executor::Impl {
   std::vector<double> starts, ends;
 
   std::mutex mutex;
-  /// Wakes workers: a step starts, an event is signalled, a stream failed,
-  /// or the executor stops.
+  /// Wakes idle workers: a step starts, or the executor stops. A worker
+  /// blocked on an event sleeps on its own Lane::ready instead, woken only
+  /// when its wait is satisfied (or the step failed): with one shared
+  /// condition variable every signal woke every blocked worker, a
+  /// thundering herd of context switches on a machine with few cores.
   std::condition_variable wake;
   /// Wakes the main thread when a worker finishes its step.
   std::condition_variable done;
@@ -111,13 +122,24 @@ struct Executor::Impl {
     return true;
   }
 
-  /// Blocks until `inst`'s waits are satisfied; false when the step failed.
-  bool waitFor(const PreparedInstruction &inst) {
+  /// Blocks `lane` until `inst`'s waits are satisfied; false when the step
+  /// failed.
+  bool waitFor(Lane &lane, const PreparedInstruction &inst) {
     if (!inst.waits.empty()) {
       std::unique_lock<std::mutex> lock(mutex);
-      wake.wait(lock, [&] { return failed.load() || satisfied(inst); });
+      if (!failed.load() && !satisfied(inst)) {
+        lane.blockedOn = &inst;
+        lane.ready->wait(lock, [&] { return failed.load() || satisfied(inst); });
+        lane.blockedOn = nullptr;
+      }
     }
     return !failed.load();
+  }
+
+  /// Wakes every blocked worker (the step failed).
+  void wakeAllBlocked() {
+    for (Lane &lane : lanes)
+      lane.ready->notify_one();
   }
 
   /// True when `inst`'s waits are satisfied now; never blocks on them.
@@ -140,12 +162,14 @@ struct Executor::Impl {
       ends[index] = since(Clock::now());
     const PreparedInstruction &inst = program.instructions()[index];
     if (!inst.signals.empty()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        for (uint32_t e : inst.signals)
-          ++eventCounts[e];
-      }
-      wake.notify_all();
+      std::lock_guard<std::mutex> lock(mutex);
+      for (uint32_t e : inst.signals)
+        ++eventCounts[e];
+      // Only the workers whose wait is now satisfied; notified under the
+      // lock, so none can miss it between its check and its sleep.
+      for (Lane &other : lanes)
+        if (other.blockedOn && satisfied(*other.blockedOn))
+          other.ready->notify_one();
     }
   }
 
@@ -159,8 +183,8 @@ struct Executor::Impl {
       lane.failedAt = index;
       lane.error = std::move(message);
       failed = true;
+      wakeAllBlocked();
     }
-    wake.notify_all();
   }
 
   void runLane(Lane &lane) {
@@ -169,7 +193,7 @@ struct Executor::Impl {
     auto &prepared = program.instructions();
     for (unsigned index : lane.instructions) {
       PreparedInstruction &inst = prepared[index];
-      if (!waitFor(inst))
+      if (!waitFor(lane, inst))
         return;
       started(index);
       if (llvm::Error err =
@@ -309,6 +333,7 @@ struct Executor::Impl {
     {
       std::lock_guard<std::mutex> lock(mutex);
       stopping = true;
+      wakeAllBlocked();
     }
     wake.notify_all();
     for (Lane &lane : lanes)

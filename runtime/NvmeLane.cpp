@@ -198,7 +198,7 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
     if (!pipelined) {
       // Bounce-buffered copies share one staging buffer, and anything else
       // runs as every other lane runs it: alone.
-      if (!drain() || !waitFor(inst))
+      if (!drain() || !waitFor(lane, inst))
         return abandon();
       started(index);
       if (llvm::Error err =
@@ -216,7 +216,7 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
       if (!submit())
         return abandon();
       if (inFlight.empty()) {
-        if (!waitFor(inst))
+        if (!waitFor(lane, inst))
           return abandon();
         break;
       }

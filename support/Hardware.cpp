@@ -41,6 +41,8 @@ Hardware thisMachine() {
   hw.gpuFlopsFp32 = hw.gpuFlopsHalf = 100e9;
   hw.gpuMemBandwidth = 20e9;
   hw.kernelLaunchSeconds = 2e-6;
+  hw.gemmLaunchSeconds = 10e-6;
+  hw.eventWaitSeconds = 20e-6;
   hw.hostToDeviceBandwidth = hw.deviceToHostBandwidth = 10e9;
   hw.gpusPerHostLink = 1;
   hw.cpuMemBandwidth = 20e9;
@@ -86,6 +88,8 @@ const std::vector<Field> &fields() {
       rateField("gpu_flops_fp16", &Hardware::gpuFlopsHalf),
       rateField("gpu_mem_bandwidth", &Hardware::gpuMemBandwidth),
       secondsField("kernel_launch_seconds", &Hardware::kernelLaunchSeconds),
+      secondsField("gemm_launch_seconds", &Hardware::gemmLaunchSeconds),
+      secondsField("event_wait_seconds", &Hardware::eventWaitSeconds),
       rateField("h2d_bandwidth", &Hardware::hostToDeviceBandwidth),
       rateField("d2h_bandwidth", &Hardware::deviceToHostBandwidth),
       countField("gpus_per_host_link", &Hardware::gpusPerHostLink),
@@ -170,8 +174,8 @@ unsigned share(unsigned ranks, unsigned limit) {
 } // namespace
 
 unsigned Hardware::ranksPerNode(unsigned ranks) const { return share(ranks, gpusPerNode); }
-double Hardware::kernelSeconds(double flops, double bytes, bool half) const {
-  return kernelLaunchSeconds +
+double Hardware::kernelSeconds(double flops, double bytes, bool half, bool product) const {
+  return (product ? gemmLaunchSeconds : kernelLaunchSeconds) +
          std::max(flops / (half ? gpuFlopsHalf : gpuFlopsFp32), bytes / gpuMemBandwidth);
 }
 double Hardware::h2dPerRank(unsigned ranks) const {

@@ -32,7 +32,10 @@ double nodeSeconds(const ir::Node &n, const Hardware &hw, unsigned ranks) {
                            : !n.inputs.empty()                ? n.inputs[0]
                                                               : nullptr;
   bool half = typed && (typed->dtype == DType::F16 || typed->dtype == DType::BF16);
-  return hw.kernelSeconds(static_cast<double>(estimateFlops(n)), bytes, half);
+  llvm::StringRef op = n.opType;
+  bool product = op == "MatMul" || op == "Gemm" || op == "FusedMatMul" ||
+                 op == "FusedMatMulInto" || op.startswith("Conv");
+  return hw.kernelSeconds(static_cast<double>(estimateFlops(n)), bytes, half, product);
 }
 
 } // namespace zinc::passes

@@ -29,8 +29,14 @@ struct Hardware {
   double gpuFlopsFp32 = 0;
   double gpuFlopsHalf = 0;
   double gpuMemBandwidth = 0;
-  /// What one kernel costs beyond its work (launch, event bookkeeping).
+  /// What one kernel costs beyond its work (launch, bookkeeping), and what
+  /// a matrix product costs beyond its FLOPs (its library's fixed cost:
+  /// blocking, packing, threading), which small products feel.
   double kernelLaunchSeconds = 0;
+  double gemmLaunchSeconds = 0;
+  /// What an instruction pays, beyond its own cost, when it has to wait
+  /// for an event another stream signals (the waiting stream's wake-up).
+  double eventWaitSeconds = 0;
   /// One host link (PCIe), each way; `gpusPerHostLink` GPUs share it.
   double hostToDeviceBandwidth = 0;
   double deviceToHostBandwidth = 0;
@@ -60,8 +66,8 @@ struct Hardware {
 
   /// What one GPU kernel costs: its FLOPs at the rate of its precision or
   /// its operand bytes at HBM bandwidth, whichever takes longer, plus the
-  /// launch. The cost model's and the prefetch scheduler's one formula.
-  double kernelSeconds(double flops, double bytes, bool half) const;
+  /// launch (a matrix product's, for a `product`). The cost model's and the prefetch scheduler's one formula.
+  double kernelSeconds(double flops, double bytes, bool half, bool product = false) const;
 };
 
 /// A preset name (`hardwarePresetNames()`) or a JSON file of the format of

@@ -91,6 +91,55 @@ TEST(PlanSimulator, StreamsOverlapUntilAnEventOrdersThem) {
   EXPECT_NEAR(p.overlapEfficiency(), (2e-3 + 8e-9) / 3e-3, 1e-9);
 }
 
+// A stream that reaches a wait before its event is signalled blocks and
+// pays the wake-up (event_wait_seconds); one that reaches it later finds
+// the event set and pays nothing. Products pay gemm_launch_seconds, other
+// kernels kernel_launch_seconds.
+TEST(PlanSimulator, BlockedWaitsPayTheWakeUpAndProductsTheirLaunch) {
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 1000);
+  int y = b.tensor("y", TIER_GPU, 4096, 1000);
+  int wHost = b.tensor("w.host", TIER_CPU, 0, 250000, ROLE_PARAMETER);
+  int w = b.tensor("w", TIER_GPU, 8192, 250000);
+  int z = b.tensor("z", TIER_GPU, 1 << 20, 1000);
+  int v = b.tensor("v", TIER_GPU, 2 << 20, 1000);
+  b.inst("fetch", "zinc.Copy", STREAM_H2D, {wHost}, {w}, {}, {0});
+  b.inst("mul", "FusedMatMul", STREAM_COMPUTE, {x, w}, {z}, {0}).set_flops(2e9);
+  b.inst("late", "zinc.Copy", STREAM_D2H, {z}, {y}, {}, {1});
+  b.inst("relu", "Relu", STREAM_COMPUTE, {x}, {v}).set_flops(1000);
+  Hardware hw = roundHardware();
+  hw.kernelLaunchSeconds = 1e-6;
+  hw.gemmLaunchSeconds = 10e-6;
+  hw.eventWaitSeconds = 100e-6;
+  Prediction p = simulate(b.p, hw);
+  // The product waits for the 1 ms fetch: it starts 100 us after it.
+  EXPECT_DOUBLE_EQ(p.timeline[1].start, 1e-3 + 100e-6);
+  EXPECT_NEAR(p.timeline[1].end - p.timeline[1].start, 10e-6 + 2e-3, 1e-12);
+  // relu waits for nothing: 1 us launch plus its 8 ns of bytes.
+  EXPECT_NEAR(p.timeline[3].end - p.timeline[3].start, 1e-6 + 8e-9, 1e-15);
+  // Counting instructions prices no wake-up.
+  Prediction count = simulate(b.p, hw, CostModel::InstructionCount);
+  EXPECT_DOUBLE_EQ(count.timeline[1].start, 1e-6);
+}
+
+// A wait whose event was signalled before its stream got there costs
+// nothing extra.
+TEST(PlanSimulator, AWaitAlreadySatisfiedPaysNoWakeUp) {
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 1000);
+  int y = b.tensor("y", TIER_GPU, 4096, 1000);
+  int z = b.tensor("z", TIER_GPU, 8192, 1000);
+  int host = b.tensor("h", TIER_CPU, 0, 1000);
+  b.inst("store", "zinc.Copy", STREAM_D2H, {x}, {host}, {}, {0});
+  b.inst("slow", "Relu", STREAM_COMPUTE, {x}, {y}).set_flops(1e9);
+  b.inst("after", "Relu", STREAM_COMPUTE, {host}, {z}, {0}).set_flops(1000);
+  Hardware hw = roundHardware();
+  hw.eventWaitSeconds = 100e-6;
+  Prediction p = simulate(b.p, hw);
+  // store ends after 0.5 us; slow runs 1 ms; after starts right then.
+  EXPECT_DOUBLE_EQ(p.timeline[2].start, p.timeline[1].end);
+}
+
 TEST(PlanSimulator, TransfersAndHostUpdatesArePricedByTheirLink) {
   PlanBuilder b;
   b.tier(TIER_CPU, 0, 1 << 24);
