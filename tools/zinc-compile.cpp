@@ -86,6 +86,11 @@ static cl::opt<bool> delayUpdates(
     cl::desc("Delayed parameter update: the host's optimizer update of a step overlaps the "
              "next step's forward and backward, applying gradients one step late (default off)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<std::string> delayedUpdates(
+    "dpu-updates",
+    cl::desc("With --dpu, where the host's updates run: auto (default: the faster predicted "
+             "step), start (all at the start of the step) or spread (over its compute)"),
+    cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<std::string> tile(
     "tile", cl::desc("Memory-centric tiling: auto (default: per operator, when it does not "
                      "fit), none, or N tiles for every large tileable operator"),
@@ -295,6 +300,17 @@ static Error compile() {
   ctx.memory.searchPrefetchLead = prefetchDistance.getNumOccurrences() == 0;
   ctx.hardware = &*hw;
   ctx.memory.delayUpdates = delayUpdates;
+  if (delayedUpdates == "auto")
+    ctx.memory.delayedUpdatePlacement = zinc::DelayedUpdatePlacement::Auto;
+  else if (delayedUpdates == "start")
+    ctx.memory.delayedUpdatePlacement = zinc::DelayedUpdatePlacement::AtStart;
+  else if (delayedUpdates == "spread")
+    ctx.memory.delayedUpdatePlacement = zinc::DelayedUpdatePlacement::Spread;
+  else
+    return zinc::makeError("--dpu-updates must be auto, start or spread, not '" +
+                           delayedUpdates + "'");
+  if (delayedUpdates.getNumOccurrences() && !delayUpdates)
+    return zinc::makeError("--dpu-updates places the delayed updates of --dpu: add --dpu");
   if (delayUpdates && (mode != "train" || training.optimizer == zinc::OptimizerKind::None))
     return zinc::makeError("--dpu delays the optimizer's update: it needs --mode=train and an "
                            "optimizer");

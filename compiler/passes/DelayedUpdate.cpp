@@ -8,10 +8,15 @@
 // Within one step's plan this is:
 //   compute                forward and backward, with the weights as the
 //                          previous step left them
-//   host, during the step  the updates (master, delayed gradient), spread
-//                          evenly over the step's compute in their order, so
-//                          that the host work and its NVMe traffic share the
-//                          step instead of following it; an update writes
+//   host, during the step  the updates (master, delayed gradient), in their
+//                          order, either all at the start of the step or
+//                          spread evenly over its compute (place simulates
+//                          both and keeps the faster: at the start the host
+//                          work overlaps the most compute, but its NVMe
+//                          traffic queues ahead of the forward pass's
+//                          prefetches); either way the host work and its
+//                          traffic share the step instead of following it;
+//                          an update writes
 //                          no weights compute still reads: the copy it
 //                          refreshed in place is written into a host state
 //                          of its own (`<copy>.next`)
@@ -72,7 +77,7 @@ static std::vector<ir::Node *> updateGroup(ir::Graph &g, ir::Node *opt) {
   return group;
 }
 
-llvm::Error delayUpdates(ir::Graph &g) {
+llvm::Error delayUpdates(ir::Graph &g, DelayedUpdatePlacement where) {
   std::vector<ir::Node *> updates;
   llvm::DenseMap<const ir::Node *, size_t> position;
   for (ir::Node *n : g.nodes()) {
@@ -83,7 +88,9 @@ llvm::Error delayUpdates(ir::Graph &g) {
   if (updates.empty())
     return makeError("--dpu delays the optimizer's update, and this step has none "
                      "(--mode=train with an optimizer)");
-  // Where each update goes: its share of the compute before the first one.
+  // Where each update goes: before everything, or its share of the compute
+  // before the first one.
+  ir::Node *first = g.firstNode();
   std::vector<ir::Node *> compute;
   for (ir::Node *n : g.nodes()) {
     if (n == updates.front())
@@ -141,10 +148,11 @@ llvm::Error delayUpdates(ir::Graph &g) {
                                        {next, weights}, {}, {}, "zinc"));
     }
 
-    ir::Node *target = compute.empty() ? g.firstNode()
-                                       : compute[index * compute.size() / updates.size()];
+    bool atStart = where == DelayedUpdatePlacement::AtStart || compute.empty();
+    ir::Node *target =
+        atStart ? first : compute[index * compute.size() / updates.size()];
     g.moveBefore(opt, target);
-    size_t updateAt = compute.empty() ? 0 : position.lookup(target);
+    size_t updateAt = position.lookup(target);
     size_t limit = position.lookup(opt);
     for (ir::Node *refresh : refreshes) {
       // After the last node before the update's old place that touches the

@@ -132,7 +132,11 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
       changed = true;
     }
   if (training && mem.delayUpdates) {
-    if (auto err = delayUpdates(g))
+    bool spread = mem.delayedUpdatePlacement == DelayedUpdatePlacement::Auto
+                      ? mem.spreadDelayedUpdates
+                      : mem.delayedUpdatePlacement == DelayedUpdatePlacement::Spread;
+    if (auto err = delayUpdates(g, spread ? DelayedUpdatePlacement::Spread
+                                          : DelayedUpdatePlacement::AtStart))
       return err;
     changed = true;
   }

@@ -27,6 +27,9 @@ static void notePlacement(const PassContext &ctx, bool training, bool justBefore
   if (!ctx.note)
     return;
   const MemoryOptions &mem = ctx.memory;
+  std::string dpu = !mem.delayUpdates         ? ""
+                    : mem.spreadDelayedUpdates ? ", delayed updates spread over the step"
+                                               : ", delayed updates at the start of the step";
   std::string how = justBeforeUse ? ", prefetching just before use"
                     : mem.prefetchLead > 0
                         ? ", prefetching " + llvm::formatv("{0:F1}", mem.prefetchLead).str() +
@@ -35,7 +38,7 @@ static void notePlacement(const PassContext &ctx, bool training, bool justBefore
   if (training)
     ctx.note("placement: optimizer states and master weights in " +
              ir::tierName(mem.optimizerTier) + ", parameters in " +
-             ir::tierName(mem.paramsTier) + how);
+             ir::tierName(mem.paramsTier) + how + dpu);
   else
     ctx.note("placement: parameters in " + ir::tierName(mem.paramsTier) + how);
 }
@@ -187,6 +190,58 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
   return placeJustBeforeUse(g, ctx, training);
 }
 
+/// Applies the placement to `g` and searches its prefetch lead. With --dpu
+/// the delayed updates can start the step or be spread over it: both are
+/// placed and searched on copies, and the faster predicted step is kept.
+/// None when nothing fits; `g` then has the placement applied (updates at
+/// the start) and nothing more.
+static llvm::Expected<llvm::Optional<PrefetchChoice>> placeTimed(ir::Graph &g,
+                                                                 PassContext &ctx) {
+  MemoryOptions &mem = ctx.memory;
+  if (!mem.delayUpdates) {
+    if (auto placed = applyPlacement(g, mem); !placed)
+      return placed.takeError();
+    return choosePrefetchLead(g, ctx);
+  }
+  std::unique_ptr<ir::Graph> best;
+  std::shared_ptr<const TierLayout> bestLayout;
+  llvm::Optional<PrefetchChoice> bestChoice;
+  bool bestSpread = false;
+  std::vector<bool> arrangements;
+  if (mem.delayedUpdatePlacement != DelayedUpdatePlacement::Spread)
+    arrangements.push_back(false);
+  if (mem.delayedUpdatePlacement != DelayedUpdatePlacement::AtStart)
+    arrangements.push_back(true);
+  for (bool spread : arrangements) {
+    mem.spreadDelayedUpdates = spread;
+    std::unique_ptr<ir::Graph> trial = g.clone();
+    if (auto placed = applyPlacement(*trial, mem); !placed)
+      return placed.takeError();
+    auto chosen = choosePrefetchLead(*trial, ctx);
+    if (!chosen)
+      return chosen.takeError();
+    if (*chosen &&
+        (!bestChoice || (*chosen)->predicted.stepSeconds < bestChoice->predicted.stepSeconds)) {
+      best = std::move(trial);
+      bestLayout = ctx.layout;
+      bestChoice = std::move(*chosen);
+      bestSpread = spread;
+    }
+    ctx.layout.reset();
+  }
+  mem.spreadDelayedUpdates = bestChoice ? bestSpread : arrangements.front();
+  if (!bestChoice) {
+    if (auto placed = applyPlacement(g, mem); !placed)
+      return placed.takeError();
+    return llvm::None;
+  }
+  g.swap(*best); // Its values are now g's, so the proven layout holds.
+  ctx.layout = std::move(bestLayout);
+  mem.prefetchLead = bestChoice->lead;
+  mem.placedThrough = Placed::Allocation;
+  return bestChoice;
+}
+
 /// One placement, timed prefetches: the lead the simulation prefers among
 /// those that fit, else prefetches just before use.
 static llvm::Expected<bool> placeWithLeadSearch(ir::Graph &g, PassContext &ctx,
@@ -195,9 +250,7 @@ static llvm::Expected<bool> placeWithLeadSearch(ir::Graph &g, PassContext &ctx,
   // Nothing to prefetch: nothing to time.
   if (mem.optimizerTier == ir::Tier::Gpu && mem.paramsTier == ir::Tier::Gpu)
     return placeWithFallbackDistance(g, ctx, training);
-  if (auto placed = applyPlacement(g, mem); !placed)
-    return placed.takeError();
-  auto chosen = choosePrefetchLead(g, ctx);
+  auto chosen = placeTimed(g, ctx);
   if (!chosen)
     return chosen.takeError();
   if (*chosen) {
@@ -263,21 +316,25 @@ llvm::Expected<bool> choosePlacement(ir::Graph &g, PassContext &ctx) {
   for (const Attempt &attempt : attempts) {
     choose(attempt.tiers, attempt.distance);
     std::unique_ptr<ir::Graph> trial = g.clone();
-    if (auto placed = applyPlacement(*trial, mem); !placed) {
-      llvm::consumeError(placed.takeError());
-      continue;
-    }
     if (attempt.timed) {
-      auto chosen = choosePrefetchLead(*trial, ctx);
-      if (!chosen)
-        return chosen.takeError();
+      auto chosen = placeTimed(*trial, ctx);
+      if (!chosen) {
+        llvm::consumeError(chosen.takeError());
+        continue;
+      }
       if (!*chosen)
         continue;
-    } else if (llvm::Error err =
-                   runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"})) {
-      llvm::consumeError(std::move(err));
-      ctx.layout.reset();
-      continue;
+    } else {
+      if (auto placed = applyPlacement(*trial, mem); !placed) {
+        llvm::consumeError(placed.takeError());
+        continue;
+      }
+      if (llvm::Error err =
+              runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"})) {
+        llvm::consumeError(std::move(err));
+        ctx.layout.reset();
+        continue;
+      }
     }
     g.swap(*trial); // Its values are now g's, so the proven layout holds.
     mem.placedThrough = Placed::Allocation;

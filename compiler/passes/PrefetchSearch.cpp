@@ -37,6 +37,8 @@ static llvm::Expected<plan::Prediction> predict(const ir::Graph &g, const PassCo
 llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
                                                                   PassContext &ctx) {
   MemoryOptions &mem = ctx.memory;
+  // Each trial runs the passes from insert-transfers on.
+  mem.placedThrough = MemoryOptions::Placed::Homes;
   std::unique_ptr<ir::Graph> best;
   std::shared_ptr<const TierLayout> bestLayout;
   PrefetchChoice choice;

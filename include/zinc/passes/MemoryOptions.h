@@ -32,6 +32,10 @@ struct TiledNode {
   std::string reason;
 };
 
+/// --dpu-updates: the delayed updates all at the start of the step, spread
+/// over its compute, or whichever the simulation predicts faster.
+enum class DelayedUpdatePlacement { Auto, AtStart, Spread };
+
 /// --activation-checkpointing: recompute forward segments in backward when
 /// the activations kept for backward do not fit (Auto), never (None), or
 /// for every segment between the forward pass's narrow points (EveryLayer).
@@ -101,6 +105,12 @@ struct MemoryOptions {
   /// --dpu: the host update of step i overlaps the forward and backward of
   /// step i+1 (DelayedUpdate.h); place applies it with the homes.
   bool delayUpdates = false;
+  /// --dpu-updates: where the delayed updates go (DelayedUpdate.h); Auto:
+  /// place simulates both and keeps the faster.
+  DelayedUpdatePlacement delayedUpdatePlacement = DelayedUpdatePlacement::Auto;
+  /// With delayUpdates: spread the updates over the step rather than start
+  /// it with them (what place chose or was told).
+  bool spreadDelayedUpdates = false;
   /// Set by place: how far its search already carried the graph it kept.
   /// The passes up to that point then have nothing to do (and allocate's
   /// layout is in PassContext::layout).
