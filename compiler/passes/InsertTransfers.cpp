@@ -94,9 +94,10 @@ private:
   /// stream or of the user's own stream (host updates run back to back
   /// after backward), and the transfers between them: by time, until their
   /// predicted seconds cover the prefetch lead times this copy's seconds
-  /// plus `laterHops` (the copies still between its result and the user)
-  /// and the seconds of the copies on the same link it passes (the link
-  /// serves them first); else over the prefetch distance in nodes. Never past the source's last
+  /// plus `laterHops` (the copies still between its result and the user),
+  /// and with prefetchCountsQueue the seconds of the copies on the same
+  /// link it passes (the link serves them first); else over the prefetch
+  /// distance in nodes. Never past the source's last
   /// writer or definition, and never more than kMaxWalk nodes (kMaxLeadWalk
   /// by time): each copy costs O(1), and a prefetch is never issued so
   /// early that every copy of a step is alive at once.
@@ -128,7 +129,7 @@ private:
         ++seen;
         if (hw)
           covered += nodeSeconds(*at, *hw, g.ranks);
-      } else if (hw && isTransfer(*at) && at->stream == link) {
+      } else if (hw && mem.prefetchCountsQueue && isTransfer(*at) && at->stream == link) {
         // Its link serves the copies in between first: they must be
         // covered too.
         need += transferSeconds(*at);

@@ -33,7 +33,9 @@ static void notePlacement(const PassContext &ctx, bool training, bool justBefore
   std::string how = justBeforeUse ? ", prefetching just before use"
                     : mem.prefetchLead > 0
                         ? ", prefetching " + llvm::formatv("{0:F1}", mem.prefetchLead).str() +
-                              "x each transfer's time ahead (the fastest predicted step that fits)"
+                              "x each transfer's time ahead" +
+                              (mem.prefetchCountsQueue ? " and its link's queue" : "") +
+                              " (the fastest predicted step that fits)"
                         : "";
   if (training)
     ctx.note("placement: optimizer states and master weights in " +

@@ -99,6 +99,9 @@ struct MemoryOptions {
   /// > 0: a prefetch is issued where the compute before its use covers
   /// this many times its transfer's time (PassContext::hardware's rates).
   double prefetchLead = 0;
+  /// With prefetchLead: the copies queued on the link between a prefetch's
+  /// place and its use count in its timing too.
+  bool prefetchCountsQueue = false;
   /// place chooses prefetchLead by simulating the plans it allows (the
   /// default of zinc-compile without --prefetch-distance).
   bool searchPrefetchLead = false;

@@ -10,12 +10,15 @@ namespace zinc::passes {
 /// What the search chose.
 struct PrefetchChoice {
   double lead = 0;
+  /// Whether the copies queued on a prefetch's link counted in its timing.
+  bool countsQueue = false;
   plan::Prediction predicted;
 };
 
 /// On `g` with its homes placed: tries prefetch leads (each prefetch issued
-/// where the compute before its use covers lead x its transfer time) from
-/// the shortest up, each through insert-transfers, spill and allocate on a
+/// where the compute before its use covers lead x its transfer time, with
+/// or without the copies queued on its link ahead of it) from the shortest
+/// up, each through insert-transfers, spill and allocate on a
 /// copy of `g`, emits and simulates every one that fits, and keeps the
 /// fastest predicted step. It stops at the first lead that does not fit, that
 /// gains less than 1%, or whose step is within 1% of its lower bound. When one fits, `g`
