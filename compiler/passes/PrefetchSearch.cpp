@@ -46,8 +46,9 @@ llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
   // Two ways to time a prefetch: by its own transfer alone, or counting the
   // copies queued on its link ahead of it too (which issues it earlier,
   // holding its staging copy longer). Each is searched from the shortest
-  // lead up; the fastest predicted step of either is kept.
-  for (bool queued : {false, true}) {
+  // lead up; the fastest predicted step of either is kept (the queue-aware
+  // family first: it wins ties).
+  for (bool queued : {true, false}) {
     mem.prefetchCountsQueue = queued;
     double familyBest = std::numeric_limits<double>::infinity();
     for (double lead : kLeads) {
