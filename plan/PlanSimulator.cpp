@@ -2,6 +2,7 @@
 #include "zinc/plan/PlanSimulator.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -56,7 +57,7 @@ public:
     case STREAM_COMPUTE:
     default: {
       return hw.kernelSeconds(static_cast<double>(inst.flops()), static_cast<double>(moved),
-                              isHalf(inst), isProduct(inst));
+                              isHalf(inst), isMatrixProductOp(inst.op()));
     }
     }
   }
@@ -70,13 +71,6 @@ private:
   static bool isCollective(const Instruction &inst) {
     return inst.domain() == "zinc" &&
            (inst.op() == "AllGather" || inst.op() == "ReduceScatter" || inst.op() == "AllReduce");
-  }
-  /// Matrix products (and convolutions, im2col GEMMs): a GEMM library's
-  /// fixed cost.
-  static bool isProduct(const Instruction &inst) {
-    llvm::StringRef op = inst.op();
-    return op == "MatMul" || op == "Gemm" || op == "FusedMatMul" || op == "FusedMatMulInto" ||
-           op.startswith("Conv");
   }
   static bool isOptimizerStep(const Instruction &inst) {
     return inst.domain() == "zinc" &&

@@ -109,4 +109,9 @@ llvm::Expected<MatMulGeometry> matMulGeometry(llvm::ArrayRef<int64_t> a,
   return g;
 }
 
+bool isMatrixProductOp(llvm::StringRef op) {
+  return op == "MatMul" || op == "Gemm" || op == "FusedMatMul" || op == "FusedMatMulInto" ||
+         op.startswith("Conv");
+}
+
 } // namespace zinc

@@ -16,10 +16,9 @@
 //                          traffic queues ahead of the forward pass's
 //                          prefetches); either way the host work and its
 //                          traffic share the step instead of following it;
-//                          an update writes
-//                          no weights compute still reads: the copy it
-//                          refreshed in place is written into a host state
-//                          of its own (`<copy>.next`)
+//                          an update writes no weights compute still reads:
+//                          the copy it refreshed in place is written into a
+//                          host state of its own (`<copy>.next`)
 //   refreshes              each copy of the compute weights (`/refresh`,
 //                          `/delayed_refresh`) right after both its update
 //                          and the last node of this step that reads them

@@ -2,6 +2,7 @@
 #include "zinc/passes/NodeCost.h"
 #include "zinc/passes/NodeFlops.h"
 #include "zinc/passes/OptimizerOps.h"
+#include "zinc/support/MatMulGeometry.h"
 
 namespace zinc::passes {
 
@@ -32,10 +33,8 @@ double nodeSeconds(const ir::Node &n, const Hardware &hw, unsigned ranks) {
                            : !n.inputs.empty()                ? n.inputs[0]
                                                               : nullptr;
   bool half = typed && (typed->dtype == DType::F16 || typed->dtype == DType::BF16);
-  llvm::StringRef op = n.opType;
-  bool product = op == "MatMul" || op == "Gemm" || op == "FusedMatMul" ||
-                 op == "FusedMatMulInto" || op.startswith("Conv");
-  return hw.kernelSeconds(static_cast<double>(estimateFlops(n)), bytes, half, product);
+  return hw.kernelSeconds(static_cast<double>(estimateFlops(n)), bytes, half,
+                          isMatrixProductOp(n.opType));
 }
 
 } // namespace zinc::passes

@@ -10,8 +10,8 @@ behind. Two kinds of check:
    step i applies the gradients of step i-1), and zinc must match it with
    the tolerances of every other PyTorch comparison (harness.py): nanoGPT
    exported as users export it (training mode, dynamic batch and sequence
-   axes) with AdamW states on the CPU, and the MLP with momentum SGD whose
-   states live on NVMe.
+   axes) with AdamW states on the CPU, and the MLP (exported the same way)
+   with momentum SGD whose states live on NVMe.
 
 2. That DPU still trains like the ordinary update. The bundled example
    (examples/gpt, 64 steps, lr 3e-3) is trained with and without --dpu:
@@ -58,9 +58,12 @@ class DelayedUpdateVsPyTorchTest(TrainingComparison, unittest.TestCase):
                    reference_kw={"delayed": True})
 
     def test_mlp_sgd_momentum_on_nvme(self):
+        model, data = models.build("mlp")
         nvme = tempfile.mkdtemp(prefix="nvme-", dir=self.root)
-        self.check("mlp", 17, SGD,
-                   compile_flags=["--dpu", "--offload-optimizer=nvme", "--offload-params=cpu"],
+        self.check("mlp", 17, SGD, build=lambda: (model, data),
+                   export=models.export_training,
+                   compile_flags=models.dim_flags(data) + [
+                       "--dpu", "--offload-optimizer=nvme", "--offload-params=cpu"],
                    run_flags=["--nvme-dir=" + nvme], reference_kw={"delayed": True})
 
 
