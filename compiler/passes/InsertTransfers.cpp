@@ -11,10 +11,13 @@
 // host (gradients) leave as soon as they are complete. An operand a node
 // updates in place is written back to its home right after it (CopyInto).
 // A copy is reused by later uses close enough behind, and dropped when its
-// source is written. Which memory the copies take is allocate's business.
+// source is written. Last, fetches from NVMe go ahead of the write-backs and
+// host-bound reads queued on that link before them (NvmeQueueOrder.h).
+// Which memory the copies take is allocate's business.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/NodeCost.h"
+#include "zinc/passes/NvmeQueueOrder.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
@@ -113,6 +116,12 @@ private:
       need = mem.prefetchLead *
              (copySeconds(source->byteSize(), source->tier, to, *hw, g.ranks) + laterHops);
     ir::Stream link = linkStream(source->tier, to);
+    // The NVMe link serves its copies in order, and a fetch may find a
+    // write-back or a state read for the host in progress (the reorder at
+    // the end lets it pass only those still queued): it must be covered too.
+    if (hw && mem.nvmeFetchesFirst && link == ir::Stream::Nvme &&
+        source->tier == ir::Tier::Nvme && user->stream != ir::Stream::Host)
+      need += mem.prefetchLead * longestHostBoundNvmeCopy;
     ir::Node *at = user;
     unsigned seen = 0;
     double covered = 0;
@@ -181,6 +190,8 @@ private:
     ir::Value *copy =
         copyOnce(source, to, user, insertionPoint(source, user, to, laterHops));
     copies[key] = copy;
+    if (hw && source->tier == ir::Tier::Nvme && user->stream == ir::Stream::Host)
+      noteHostBoundNvmeCopy(source->byteSize(), source->tier, to);
     return copy;
   }
 
@@ -196,6 +207,13 @@ private:
                                    {src, home}, {}, {}, "zinc");
     store->stream = linkStream(src->tier, home->tier);
     lastWriter[home] = store;
+    if (hw && home->tier == ir::Tier::Nvme)
+      noteHostBoundNvmeCopy(home->byteSize(), src->tier, home->tier);
+  }
+
+  void noteHostBoundNvmeCopy(uint64_t bytes, ir::Tier from, ir::Tier to) {
+    longestHostBoundNvmeCopy =
+        std::max(longestHostBoundNvmeCopy, copySeconds(bytes, from, to, *hw, g.ranks));
   }
 
   /// CopyInto(src, dst) placed by an earlier pass: route it through the CPU
@@ -248,6 +266,9 @@ private:
   const MemoryOptions &mem;
   /// The rates prefetches are timed with; null to count nodes.
   const Hardware *hw;
+  /// The longest NVMe write-back or state read for the host made so far:
+  /// what a fetch on that link may find in progress.
+  double longestHostBoundNvmeCopy = 0;
   std::map<std::pair<ir::Value *, ir::Tier>, ir::Value *> copies;
   llvm::DenseMap<const ir::Value *, ir::Node *> lastUse;
   llvm::DenseMap<const ir::Value *, ir::Node *> lastWriter;
@@ -263,7 +284,12 @@ llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
   Mover mover(g, ctx.memory, ctx.hardware);
   if (auto err = mover.run())
     return err;
-  return g.numNodes() != before;
+  // Timed prefetches only: without rates there is no bound on the wait.
+  const MemoryOptions &mem = ctx.memory;
+  size_t reordered = ctx.hardware && mem.prefetchLead > 0 && mem.nvmeFetchesFirst
+                         ? letFetchesPassNvmeTraffic(g, *ctx.hardware, mem.prefetchLead)
+                         : 0;
+  return g.numNodes() != before || reordered;
 }
 
 } // namespace

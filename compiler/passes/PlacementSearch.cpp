@@ -35,6 +35,7 @@ static void notePlacement(const PassContext &ctx, bool training, bool justBefore
                         ? ", prefetching " + llvm::formatv("{0:F1}", mem.prefetchLead).str() +
                               "x each transfer's time ahead" +
                               (mem.prefetchCountsQueue ? " and its link's queue" : "") +
+                              (mem.nvmeFetchesFirst ? ", fetches from NVMe first" : "") +
                               " (the fastest predicted step that fits)"
                         : "";
   if (training)

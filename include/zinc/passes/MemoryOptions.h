@@ -102,6 +102,11 @@ struct MemoryOptions {
   /// With prefetchLead: the copies queued on the link between a prefetch's
   /// place and its use count in its timing too.
   bool prefetchCountsQueue = false;
+  /// With prefetchLead: fetches from NVMe go ahead of the write-backs and
+  /// host-bound state reads queued on that link (NvmeQueueOrder.h). It
+  /// holds those copies' CPU sources longer; place's lead search tries the
+  /// plans with and without it.
+  bool nvmeFetchesFirst = true;
   /// place chooses prefetchLead by simulating the plans it allows (the
   /// default of zinc-compile without --prefetch-distance).
   bool searchPrefetchLead = false;

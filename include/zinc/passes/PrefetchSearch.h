@@ -12,6 +12,8 @@ struct PrefetchChoice {
   double lead = 0;
   /// Whether the copies queued on a prefetch's link counted in its timing.
   bool countsQueue = false;
+  /// Whether fetches from NVMe went ahead of the link's other traffic.
+  bool nvmeFetchesFirst = true;
   plan::Prediction predicted;
 };
 
@@ -20,7 +22,8 @@ struct PrefetchChoice {
 /// or without the copies queued on its link ahead of it) from the shortest
 /// up, each through insert-transfers, spill and allocate on a
 /// copy of `g`, emits and simulates every one that fits, and keeps the
-/// fastest predicted step. It stops at the first lead that does not fit, that
+/// fastest predicted step, each with the NVMe link in plan order and with its
+/// fetches first (NvmeQueueOrder.h). It stops at the first lead that does not fit, that
 /// gains less than 1%, or whose step is within 1% of its lower bound. When one fits, `g`
 /// becomes it (ctx.layout its proven layout, ctx.memory.prefetchLead its
 /// lead) and the choice is returned; None when none fits, `g` untouched.
