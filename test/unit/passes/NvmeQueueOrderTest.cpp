@@ -15,7 +15,7 @@ struct Reordered {
   size_t moved = 0;
 };
 
-Reordered reorder(llvm::StringRef text, double lead = 1) {
+Reordered reorder(const std::string &text, double lead = 1) {
   auto graph = ir::parseGraph(text, "test.zir");
   EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
   auto hw = loadHardware("dgx2-v100");
@@ -40,27 +40,41 @@ size_t position(const std::vector<std::string> &names, llvm::StringRef name) {
 
 using Names = std::vector<std::string>;
 
-// A 4 MiB optimizer state read for a host update and written back, then a
-// weight fetched for compute: the fetch goes first, the state's copies keep
-// their order and stay ahead of the update that reads them.
-const char *kUpdateThenFetch = R"(graph "g" {
+/// A graph of `body` over: an activation x, a matrix a, a 4 MiB gradient
+/// on the host, two 4 MiB optimizer states s and t on NVMe, and a small
+/// weight w on NVMe.
+std::string graphOf(llvm::StringRef body) {
+  return (R"(graph "g" {
   input %x : f32[16]
+  input %a : f32[4096,4096]
   input %grad : f32[1048576] in cpu
   param %s : f32[1048576] in nvme init "s"
+  param %t : f32[1048576] in nvme init "t"
   param %w : f32[16] in nvme init "w"
-  %scpu : f32[1048576] in cpu = zinc.Copy(%s) name "read-s" on nvme
-  zinc.SGD(%scpu, %grad) name "update-s" on host
-  zinc.CopyInto(%scpu, %s) name "writeback-s" on nvme
-  %wcpu : f32[16] in cpu = zinc.Copy(%w) name "fetch-w" on nvme
-  %wgpu : f32[16] = zinc.Copy(%wcpu) name "w-to-gpu" on h2d
-  %y : f32[16] = Add(%x, %wgpu) name "use-w"
-  output %y
-})";
+)" + body + "}\n").str();
+}
+
+/// State `v` read from NVMe as %<v>cpu ("read-v"), updated on the host
+/// ("update-v") and written back ("writeback-v").
+std::string updated(const std::string &v) {
+  return "  %" + v + "cpu : f32[1048576] in cpu = zinc.Copy(%" + v + ") name \"read-" + v +
+         "\" on nvme\n  zinc.SGD(%" + v + "cpu, %grad) name \"update-" + v +
+         "\" on host\n  zinc.CopyInto(%" + v + "cpu, %" + v + ") name \"writeback-" + v +
+         "\" on nvme\n";
+}
 
 } // namespace
 
 TEST(NvmeQueueOrderTest, AFetchPassesAWriteBack) {
-  Reordered r = reorder(kUpdateThenFetch);
+  // The state is read for its host update and written back, then a weight
+  // is fetched for compute: the fetch goes first, the state's copies keep
+  // their order and stay ahead of the update that reads them.
+  Reordered r = reorder(graphOf(updated("s") + R"(
+  %wcpu : f32[16] in cpu = zinc.Copy(%w) name "fetch-w" on nvme
+  %wgpu : f32[16] = zinc.Copy(%wcpu) name "w-to-gpu" on h2d
+  %y : f32[16] = Add(%x, %wgpu) name "use-w"
+  output %y
+)"));
   EXPECT_EQ(r.nvme, (Names{"read-s", "fetch-w", "writeback-s"}));
   EXPECT_EQ(r.moved, 1u);
   EXPECT_LT(position(r.all, "update-s"), position(r.all, "writeback-s"));
@@ -68,36 +82,26 @@ TEST(NvmeQueueOrderTest, AFetchPassesAWriteBack) {
 
 TEST(NvmeQueueOrderTest, AFetchPassesAStateReadButNotItsUpdate) {
   // The state read comes after the fetch is due, the update after both.
-  Reordered r = reorder(R"(graph "g" {
-  input %x : f32[16]
-  input %grad : f32[1048576] in cpu
-  param %s : f32[1048576] in nvme init "s"
-  param %w : f32[16] in nvme init "w"
+  Reordered r = reorder(graphOf(R"(
   %scpu : f32[1048576] in cpu = zinc.Copy(%s) name "read-s" on nvme
   %wcpu : f32[16] in cpu = zinc.Copy(%w) name "fetch-w" on nvme
   %wgpu : f32[16] = zinc.Copy(%wcpu) name "w-to-gpu" on h2d
   zinc.SGD(%scpu, %grad) name "update-s" on host
   %y : f32[16] = Add(%x, %wgpu) name "use-w"
   output %y
-})");
+)"));
   EXPECT_EQ(r.nvme, (Names{"fetch-w", "read-s"}));
   EXPECT_LT(position(r.all, "read-s"), position(r.all, "update-s"));
 }
 
 TEST(NvmeQueueOrderTest, AFetchOfTheHomeBeingWrittenWaitsForIt) {
   // The fetch reads the very state the write-back stores: it stays behind.
-  Reordered r = reorder(R"(graph "g" {
-  input %x : f32[16]
-  input %grad : f32[16] in cpu
-  param %s : f32[16] in nvme init "s"
-  %scpu : f32[16] in cpu = zinc.Copy(%s) name "read-s" on nvme
-  zinc.SGD(%scpu, %grad) name "update-s" on host
-  zinc.CopyInto(%scpu, %s) name "writeback-s" on nvme
-  %again : f32[16] in cpu = zinc.Copy(%s) name "fetch-s" on nvme
-  %sgpu : f32[16] = zinc.Copy(%again) name "s-to-gpu" on h2d
-  %y : f32[16] = Add(%x, %sgpu) name "use-s"
+  Reordered r = reorder(graphOf(updated("s") + R"(
+  %again : f32[1048576] in cpu = zinc.Copy(%s) name "fetch-s" on nvme
+  %sgpu : f32[1048576] = zinc.Copy(%again) name "s-to-gpu" on h2d
+  %y : f32[1048576] = Relu(%sgpu) name "use-s"
   output %y
-})");
+)"));
   EXPECT_EQ(r.nvme, (Names{"read-s", "writeback-s", "fetch-s"}));
   EXPECT_EQ(r.moved, 0u);
 }
@@ -106,40 +110,21 @@ TEST(NvmeQueueOrderTest, AHeldCopyGoesOnceItsTimeIsUp) {
   // A 4096^3 product (137 GFLOP, ~9 ms on a V100) lies between the 4 MiB
   // write-back (~0.6 ms of the link) and the fetch: the write-back has
   // waited long enough and is not passed.
-  Reordered r = reorder(R"(graph "g" {
-  input %x : f32[16]
-  input %a : f32[4096,4096]
-  input %grad : f32[1048576] in cpu
-  param %s : f32[1048576] in nvme init "s"
-  param %w : f32[16] in nvme init "w"
-  %scpu : f32[1048576] in cpu = zinc.Copy(%s) name "read-s" on nvme
-  zinc.SGD(%scpu, %grad) name "update-s" on host
-  zinc.CopyInto(%scpu, %s) name "writeback-s" on nvme
+  Reordered r = reorder(graphOf(updated("s") + R"(
   %p : f32[4096,4096] = MatMul(%a, %a) name "product"
   %wcpu : f32[16] in cpu = zinc.Copy(%w) name "fetch-w" on nvme
   %wgpu : f32[16] = zinc.Copy(%wcpu) name "w-to-gpu" on h2d
   %y : f32[16] = Add(%x, %wgpu) name "use-w"
   output %y
   output %p
-})");
+)"));
   EXPECT_EQ(r.nvme, (Names{"read-s", "writeback-s", "fetch-w"}));
   EXPECT_EQ(r.moved, 0u);
 }
 
 TEST(NvmeQueueOrderTest, AReadForTheHostIsNoFetch) {
-  // Two state reads for host updates and a write-back: nothing to pass.
-  Reordered r = reorder(R"(graph "g" {
-  input %g1 : f32[16] in cpu
-  input %g2 : f32[16] in cpu
-  param %s1 : f32[16] in nvme init "s1"
-  param %s2 : f32[16] in nvme init "s2"
-  %c1 : f32[16] in cpu = zinc.Copy(%s1) name "read-1" on nvme
-  zinc.SGD(%c1, %g1) name "update-1" on host
-  zinc.CopyInto(%c1, %s1) name "writeback-1" on nvme
-  %c2 : f32[16] in cpu = zinc.Copy(%s2) name "read-2" on nvme
-  zinc.SGD(%c2, %g2) name "update-2" on host
-  zinc.CopyInto(%c2, %s2) name "writeback-2" on nvme
-})");
-  EXPECT_EQ(r.nvme, (Names{"read-1", "writeback-1", "read-2", "writeback-2"}));
+  // Two states read for host updates and written back: nothing to pass.
+  Reordered r = reorder(graphOf(updated("s") + updated("t")));
+  EXPECT_EQ(r.nvme, (Names{"read-s", "writeback-s", "read-t", "writeback-t"}));
   EXPECT_EQ(r.moved, 0u);
 }
