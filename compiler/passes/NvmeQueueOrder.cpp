@@ -40,7 +40,8 @@ bool isFetch(const ir::Node &n) {
       n.outputs.empty() || !n.outputs[0])
     return false;
   for (const ir::Use &u : n.outputs[0]->uses())
-    if (u.user->stream != ir::Stream::Host && u.user->stream != ir::Stream::Nvme)
+    if (u.user->stream != ir::Stream::Host &&
+        u.user->stream != ir::Stream::Nvme)
       return true;
   return false;
 }

@@ -1,6 +1,6 @@
 //===- NvmeQueueOrderTest.cpp - Fetches pass the NVMe link's other traffic ===//
-#include "zinc/ir/Parser.h"
 #include "zinc/passes/NvmeQueueOrder.h"
+#include "zinc/ir/Parser.h"
 #include "gtest/gtest.h"
 #include <string>
 #include <vector>
@@ -51,16 +51,18 @@ std::string graphOf(llvm::StringRef body) {
   param %s : f32[1048576] in nvme init "s"
   param %t : f32[1048576] in nvme init "t"
   param %w : f32[16] in nvme init "w"
-)" + body + "}\n").str();
+)" + body +
+          "}\n")
+      .str();
 }
 
 /// State `v` read from NVMe as %<v>cpu ("read-v"), updated on the host
 /// ("update-v") and written back ("writeback-v").
 std::string updated(const std::string &v) {
-  return "  %" + v + "cpu : f32[1048576] in cpu = zinc.Copy(%" + v + ") name \"read-" + v +
-         "\" on nvme\n  zinc.SGD(%" + v + "cpu, %grad) name \"update-" + v +
-         "\" on host\n  zinc.CopyInto(%" + v + "cpu, %" + v + ") name \"writeback-" + v +
-         "\" on nvme\n";
+  return "  %" + v + "cpu : f32[1048576] in cpu = zinc.Copy(%" + v +
+         ") name \"read-" + v + "\" on nvme\n  zinc.SGD(%" + v +
+         "cpu, %grad) name \"update-" + v + "\" on host\n  zinc.CopyInto(%" +
+         v + "cpu, %" + v + ") name \"writeback-" + v + "\" on nvme\n";
 }
 
 } // namespace
