@@ -56,6 +56,8 @@ public:
     }
     case STREAM_COMPUTE:
     default: {
+      if (auto measured = hw.measuredKernelSeconds(inst.op(), largestOperand(inst)))
+        return *measured;
       return hw.kernelSeconds(static_cast<double>(inst.flops()), static_cast<double>(moved),
                               isHalf(inst), isMatrixProductOp(inst.op()));
     }
@@ -86,6 +88,15 @@ private:
     double n = 1;
     for (int64_t d : t.shape())
       n *= static_cast<double>(d);
+    return n;
+  }
+  /// Elements of the instruction's largest operand.
+  double largestOperand(const Instruction &inst) const {
+    double n = 0;
+    for (int id : inst.inputs())
+      n = std::max(n, elementsOf(id));
+    for (int id : inst.outputs())
+      n = std::max(n, elementsOf(id));
     return n;
   }
   /// Whether the kernel computes in 16 bits (tensor-core rates).

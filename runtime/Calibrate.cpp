@@ -161,16 +161,114 @@ llvm::Expected<ExecutorCosts> executorCosts() {
     chain.add("copy" + std::to_string(i), "Copy", {host}, {fetched}, plan::STREAM_H2D,
               {2 * i}, {2 * i + 1});
   }
-  auto alone = stepSeconds(straight.finish());
+  // A wake-up on this kind of VM swings from a few to a hundred
+  // microseconds between runs: the median of five runs of each plan.
+  auto median = [](plan::Plan p) -> llvm::Expected<double> {
+    std::vector<double> runs;
+    for (int i = 0; i < 5; ++i) {
+      auto s = stepSeconds(p);
+      if (!s)
+        return s.takeError();
+      runs.push_back(*s);
+    }
+    std::nth_element(runs.begin(), runs.begin() + 2, runs.end());
+    return runs[2];
+  };
+  auto alone = median(straight.finish());
   if (!alone)
     return alone.takeError();
-  auto turns = stepSeconds(chain.finish());
+  auto turns = median(chain.finish());
   if (!turns)
     return turns.takeError();
   ExecutorCosts costs;
   costs.dispatch = *alone / (2 * pairs);
   costs.wait = std::max(0.0, *turns / (2 * pairs) - costs.dispatch);
   return costs;
+}
+
+/// One kernel the cost model times instead of pricing its FLOPs: how to
+/// build an instance over x = [rows, d].
+struct TimedKernel {
+  const char *op;
+  bool zincDomain;
+  /// Inputs after x: "x" (another tensor like x), "scale" ([d]), "mask"
+  /// (bool [rows, d]).
+  std::vector<const char *> extraInputs;
+  unsigned outputs;
+  std::vector<std::pair<const char *, int64_t>> intAttrs;
+};
+
+const std::vector<TimedKernel> &timedKernels() {
+  static const std::vector<TimedKernel> kernels = {
+      {"Gelu", false, {}, 1, {}},
+      {"GeluGrad", true, {"x"}, 1, {}},
+      {"Softmax", false, {}, 1, {{"axis", -1}}},
+      {"MaskedSoftmax", true, {"mask"}, 1, {}},
+      {"SoftmaxGrad", true, {"x"}, 1, {{"axis", -1}}},
+      {"LayerNormalization", false, {"scale", "scale"}, 1, {{"axis", -1}}},
+      {"LayerNormalizationGrad", true, {"x", "scale"}, 3, {{"axis", -1}}},
+  };
+  return kernels;
+}
+
+/// The seconds one `k` over [rows, d] takes beyond `dispatch`: a plan of
+/// back-to-back instances through the executor.
+llvm::Expected<double> kernelSeconds(const TimedKernel &k, int64_t rows, int64_t d,
+                                     double dispatch) {
+  const unsigned instances = 24;
+  plan::PlanBuilder b;
+  b.workspace(plan::STREAM_COMPUTE, 1 << 20); // Row statistics, LayerNorm's Scale.
+  int x = b.tensor("x", {rows, d}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+  std::vector<int> inputs = {x};
+  for (const char *what : k.extraInputs) {
+    llvm::StringRef w(what);
+    std::string name = "in" + std::to_string(inputs.size());
+    if (w == "x")
+      inputs.push_back(b.tensor(name, {rows, d}, plan::TIER_GPU, 1, plan::ROLE_INPUT));
+    else if (w == "scale")
+      inputs.push_back(b.tensor(name, {d}, plan::TIER_GPU, 1, plan::ROLE_INPUT));
+    else
+      inputs.push_back(b.tensor(name, {rows, d}, plan::TIER_GPU, 9, plan::ROLE_INPUT));
+  }
+  std::vector<int> outputs;
+  for (unsigned i = 0; i < k.outputs; ++i)
+    outputs.push_back(i == 0 ? b.tensor("y", {rows, d}) : b.tensor("y" + std::to_string(i), {d}));
+  for (unsigned i = 0; i < instances; ++i) {
+    plan::Instruction &inst = b.add(std::string(k.op) + std::to_string(i), k.op, {}, {});
+    for (int id : inputs)
+      inst.add_inputs(id);
+    for (int id : outputs)
+      inst.add_outputs(id);
+    if (k.zincDomain)
+      inst.set_domain("zinc");
+    for (const auto &[name, value] : k.intAttrs) {
+      plan::Attribute *a = inst.add_attrs();
+      a->set_name(name);
+      a->set_kind(plan::ATTR_INT);
+      a->set_i(value);
+    }
+  }
+  auto step = stepSeconds(b.finish());
+  if (!step)
+    return step.takeError();
+  return std::max(0.0, *step / instances - dispatch);
+}
+
+/// Each timed kernel at two sizes: 16Ki elements in rows of 64 (run on
+/// one thread) and 256Ki in rows of 256 (on the team).
+llvm::Error measureKernels(Hardware &hw) {
+  hw.kernelTimes.clear();
+  for (const TimedKernel &k : timedKernels()) {
+    KernelTimePoints points;
+    for (auto [rows, d] : {std::pair<int64_t, int64_t>{256, 64}, {1024, 256}}) {
+      auto s = kernelSeconds(k, rows, d, hw.kernelLaunchSeconds);
+      if (!s)
+        return addContext(s.takeError(), llvm::Twine("--calibrate: timing ") + k.op);
+      points.emplace_back(static_cast<double>(rows * d), *s);
+    }
+    hw.kernelTimes[k.op] = std::move(points);
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error measureNvme(const CalibrateOptions &o, Hardware &hw) {
@@ -250,6 +348,11 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
   hw.eventWaitSeconds = executor->wait;
   say("event_wait_seconds", hw.eventWaitSeconds,
       "s (the executor's compute and h2d streams taking turns, beyond dispatch)");
+  if (auto err = measureKernels(hw))
+    return err;
+  for (const auto &[op, points] : hw.kernelTimes)
+    say(("kernel_seconds." + op).c_str(), points.back().second / points.back().first,
+        "s per element (16Ki and 256Ki elements measured)");
   if (!o.nvmeDir.empty()) {
     if (auto err = measureNvme(o, hw))
       return err;

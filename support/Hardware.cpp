@@ -105,6 +105,39 @@ const std::vector<Field> &fields() {
   return table;
 }
 
+/// "kernel_seconds": {"<op>": [[elements, seconds], ...], ...}, elements
+/// positive and increasing, seconds not negative.
+llvm::Error parseKernelTimes(const llvm::json::Value &value, llvm::StringRef where,
+                             Hardware &hw) {
+  std::string what = (where + ": kernel_seconds").str();
+  const llvm::json::Object *ops = value.getAsObject();
+  if (!ops)
+    return makeError(what + " must be an object of op names");
+  hw.kernelTimes.clear();
+  for (const auto &[op, list] : *ops) {
+    std::string at = what + "." + std::string(llvm::StringRef(op));
+    const llvm::json::Array *points = list.getAsArray();
+    if (!points || points->empty())
+      return makeError(at + " must be a non-empty list of [elements, seconds]");
+    KernelTimePoints parsed;
+    for (const llvm::json::Value &point : *points) {
+      const llvm::json::Array *pair = point.getAsArray();
+      llvm::Optional<double> n, s;
+      if (pair && pair->size() == 2) {
+        n = (*pair)[0].getAsNumber();
+        s = (*pair)[1].getAsNumber();
+      }
+      if (!n || !s || !std::isfinite(*n) || !std::isfinite(*s) || *n <= 0 || *s < 0)
+        return makeError(at + ": each point must be [elements > 0, seconds >= 0]");
+      if (!parsed.empty() && *n <= parsed.back().first)
+        return makeError(at + ": the elements must increase from point to point");
+      parsed.emplace_back(*n, *s);
+    }
+    hw.kernelTimes[std::string(llvm::StringRef(op))] = std::move(parsed);
+  }
+  return llvm::Error::success();
+}
+
 /// Reads a description's fields over `hw`; `where` names it in errors.
 llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardware &hw) {
   auto json = llvm::json::parse(text);
@@ -125,6 +158,11 @@ llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardwa
     // Documentation that travels with the numbers.
     if (k == "description" || k == "sources")
       continue;
+    if (k == "kernel_seconds") {
+      if (auto err = parseKernelTimes(value, where, hw))
+        return err;
+      continue;
+    }
     auto field = std::find_if(fields().begin(), fields().end(),
                               [&](const Field &f) { return k == f.key; });
     if (field == fields().end())
@@ -178,6 +216,30 @@ double Hardware::kernelSeconds(double flops, double bytes, bool half, bool produ
   return (product ? gemmLaunchSeconds : kernelLaunchSeconds) +
          std::max(flops / (half ? gpuFlopsHalf : gpuFlopsFp32), bytes / gpuMemBandwidth);
 }
+llvm::Optional<double> Hardware::measuredKernelSeconds(llvm::StringRef op,
+                                                      double elements) const {
+  auto it = kernelTimes.find(op.str());
+  if (it == kernelTimes.end() || it->second.empty())
+    return llvm::None;
+  const KernelTimePoints &points = it->second;
+  auto proportional = [&](const std::pair<double, double> &p) {
+    return p.second * elements / p.first;
+  };
+  double seconds;
+  if (elements <= points.front().first) {
+    seconds = proportional(points.front());
+  } else if (elements >= points.back().first) {
+    seconds = proportional(points.back());
+  } else {
+    auto hi = std::find_if(points.begin(), points.end(),
+                           [&](const auto &p) { return p.first >= elements; });
+    auto lo = hi - 1;
+    double t = (elements - lo->first) / (hi->first - lo->first);
+    seconds = lo->second + t * (hi->second - lo->second);
+  }
+  return kernelLaunchSeconds + seconds;
+}
+
 double Hardware::h2dPerRank(unsigned ranks) const {
   return hostToDeviceBandwidth / share(ranksPerNode(ranks), gpusPerHostLink);
 }
@@ -253,6 +315,16 @@ std::string hardwareToJson(const Hardware &hw) {
       o[f.key] = hw.*(f.rate);
       break;
     }
+  }
+  if (!hw.kernelTimes.empty()) {
+    llvm::json::Object ops;
+    for (const auto &[op, points] : hw.kernelTimes) {
+      llvm::json::Array list;
+      for (const auto &[elements, seconds] : points)
+        list.push_back(llvm::json::Array{elements, seconds});
+      ops[op] = std::move(list);
+    }
+    o["kernel_seconds"] = std::move(ops);
   }
   return llvm::formatv("{0:2}", llvm::json::Value(std::move(o))).str();
 }

@@ -3,6 +3,7 @@
 #include "zinc/passes/NodeFlops.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/support/MatMulGeometry.h"
+#include <algorithm>
 
 namespace zinc::passes {
 
@@ -17,18 +18,24 @@ double copySeconds(uint64_t bytes, ir::Tier from, ir::Tier to, const Hardware &h
 }
 
 double nodeSeconds(const ir::Node &n, const Hardware &hw, unsigned ranks) {
-  double bytes = 0;
+  double bytes = 0, largest = 0;
+  auto count = [&](const ir::Value *v) {
+    if (!v)
+      return;
+    bytes += static_cast<double>(v->byteSize());
+    largest = std::max(largest, static_cast<double>(v->numElements()));
+  };
   for (const ir::Value *v : n.inputs)
-    if (v)
-      bytes += static_cast<double>(v->byteSize());
+    count(v);
   for (const ir::Value *v : n.outputs)
-    if (v)
-      bytes += static_cast<double>(v->byteSize());
+    count(v);
   if (n.stream == ir::Stream::Host) {
     if (isOptimizerNode(n) && n.inputs[0])
       return static_cast<double>(n.inputs[0]->numElements()) / hw.cpuAdamPerRank(ranks);
     return bytes / hw.cpuMemBandwidthPerRank(ranks);
   }
+  if (auto measured = hw.measuredKernelSeconds(n.opType, largest))
+    return *measured;
   const ir::Value *typed = !n.outputs.empty() && n.outputs[0] ? n.outputs[0]
                            : !n.inputs.empty()                ? n.inputs[0]
                                                               : nullptr;

@@ -50,7 +50,7 @@ public:
     uint64_t width = dtype == 10 /* FLOAT16 */ || dtype == 16 /* BFLOAT16 */
                          ? 2
                          : dtype == 7 /* INT64 */   ? 8
-                           : dtype == 2 /* UINT8 */ ? 1
+                           : dtype == 2 /* UINT8 */ || dtype == 9 /* BOOL */ ? 1
                                                     : 4;
     t->set_size_bytes(n * width);
     t->set_role(role);

@@ -10,11 +10,18 @@
 #ifndef ZINC_SUPPORT_HARDWARE_H
 #define ZINC_SUPPORT_HARDWARE_H
 
+#include "llvm/ADT/Optional.h"
 #include "llvm/Support/Error.h"
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zinc {
+
+/// Measured times of one kernel: (elements, seconds) pairs, elements
+/// increasing.
+using KernelTimePoints = std::vector<std::pair<double, double>>;
 
 /// Capacities in bytes per rank (one GPU and its share of the host);
 /// bandwidths in bytes/s, compute in FLOP/s, latencies in seconds. Rates
@@ -52,6 +59,11 @@ struct Hardware {
   double intraNodeLatency = 0;
   double interNodeBandwidth = 0;
   double interNodeLatency = 0;
+  /// Kernels that their FLOPs and bytes misprice (row kernels with
+  /// transcendental math or short rows: GELU, softmax, LayerNorm and their
+  /// gradients, on a CPU), by op name, as `zinc-run --calibrate` timed them
+  /// beyond the launch. Empty in the GPU presets.
+  std::map<std::string, KernelTimePoints> kernelTimes;
 
   /// The per-rank share of the node's rates when `ranks` ranks run the
   /// same plan at once (ZeRO's ranks are symmetric): NVMe, CPU memory and
@@ -68,6 +80,10 @@ struct Hardware {
   /// its operand bytes at HBM bandwidth, whichever takes longer, plus the
   /// launch (a matrix product's, for a `product`). The cost model's and the prefetch scheduler's one formula.
   double kernelSeconds(double flops, double bytes, bool half, bool product = false) const;
+  /// What one `op` kernel over `elements` (its largest operand) takes, the
+  /// launch included, when kernelTimes has it: linear between the measured
+  /// points, proportional to the elements beyond them. None otherwise.
+  llvm::Optional<double> measuredKernelSeconds(llvm::StringRef op, double elements) const;
 };
 
 /// A preset name (`hardwarePresetNames()`) or a JSON file of the format of

@@ -236,6 +236,41 @@ TEST(PlanSimulator, SummaryNamesPeaksStepAndBytes) {
             "4.00 ms, h2d-bound), overlap efficiency 1.00; per step: h2d 3.81 MiB");
 }
 
+// A measured kernel (kernel_seconds) is priced by its measurement, not by
+// its FLOPs: linear between the points, proportional beyond them, plus the
+// launch. Other ops keep the FLOP and byte model.
+TEST(PlanSimulator, MeasuredKernelsArePricedByTheirMeasurement) {
+  Hardware hw = roundHardware();
+  hw.kernelLaunchSeconds = 1e-6;
+  hw.kernelTimes["Gelu"] = {{1000, 10e-6}, {3000, 20e-6}};
+  EXPECT_DOUBLE_EQ(*hw.measuredKernelSeconds("Gelu", 2000), 1e-6 + 15e-6);
+  EXPECT_DOUBLE_EQ(*hw.measuredKernelSeconds("Gelu", 500), 1e-6 + 5e-6);
+  EXPECT_DOUBLE_EQ(*hw.measuredKernelSeconds("Gelu", 6000), 1e-6 + 40e-6);
+  EXPECT_FALSE(hw.measuredKernelSeconds("Relu", 2000).hasValue());
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 2000);
+  int y = b.tensor("y", TIER_GPU, 8192, 2000);
+  int z = b.tensor("z", TIER_GPU, 16384, 2000);
+  b.inst("gelu", "Gelu", STREAM_COMPUTE, {x}, {y}).set_flops(2000);
+  b.inst("relu", "Relu", STREAM_COMPUTE, {y}, {z}).set_flops(2000);
+  Prediction p = simulate(b.p, hw);
+  EXPECT_NEAR(p.timeline[0].end - p.timeline[0].start, 16e-6, 1e-15);
+  // relu: 1 us launch and 16 kB at 1 TB/s.
+  EXPECT_NEAR(p.timeline[1].end - p.timeline[1].start, 1e-6 + 16e-9, 1e-15);
+}
+
+TEST(HardwareDescription, MeasuredKernelsRoundTrip) {
+  auto hw = parseHardwareJson(
+      R"({"kernel_seconds": {"Gelu": [[16384, 3.5e-5], [262144, 5.6e-4]], "Softmax": [[1, 0]]}})",
+      "hw.json");
+  ASSERT_TRUE(static_cast<bool>(hw)) << llvm::toString(hw.takeError());
+  ASSERT_EQ(hw->kernelTimes.size(), 2u);
+  EXPECT_EQ(hw->kernelTimes["Gelu"], (KernelTimePoints{{16384, 3.5e-5}, {262144, 5.6e-4}}));
+  auto back = parseHardwareJson(hardwareToJson(*hw), "round trip");
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->kernelTimes, hw->kernelTimes);
+}
+
 TEST(HardwareDescription, JsonRoundTripsAndPresetsLoad) {
   for (const std::string &name : hardwarePresetNames()) {
     auto hw = loadHardware(name);
@@ -274,6 +309,16 @@ TEST(HardwareDescription, BadFieldsAreNamed) {
             "hw.json: gpu_mem must be a size (bytes, or a string such as \"32GiB\")");
   EXPECT_EQ(error("[1]"), "hw.json: expected a JSON object");
   EXPECT_EQ(error(R"({"gpu_mem": "8GiB", "sources": {"gpu_mem": "a datasheet"}})"), "");
+  EXPECT_EQ(error(R"({"kernel_seconds": [1]})"),
+            "hw.json: kernel_seconds must be an object of op names");
+  EXPECT_EQ(error(R"({"kernel_seconds": {"Gelu": []}})"),
+            "hw.json: kernel_seconds.Gelu must be a non-empty list of [elements, seconds]");
+  EXPECT_EQ(error(R"({"kernel_seconds": {"Gelu": [[0, 1e-6]]}})"),
+            "hw.json: kernel_seconds.Gelu: each point must be [elements > 0, seconds >= 0]");
+  EXPECT_EQ(error(R"({"kernel_seconds": {"Gelu": [[10, 1e-6, 3]]}})"),
+            "hw.json: kernel_seconds.Gelu: each point must be [elements > 0, seconds >= 0]");
+  EXPECT_EQ(error(R"({"kernel_seconds": {"Gelu": [[10, 1e-6], [10, 2e-6]]}})"),
+            "hw.json: kernel_seconds.Gelu: the elements must increase from point to point");
 }
 
 } // namespace
