@@ -34,31 +34,6 @@ template <typename F> double bestSeconds(int runs, F body) {
   return best;
 }
 
-/// The median of `runs` timings of `body`, after one warm-up run: a fixed
-/// cost as a step sees it, not at its luckiest.
-template <typename F> double medianSeconds(int runs, F body) {
-  body();
-  std::vector<double> times;
-  for (int i = 0; i < runs; ++i) {
-    auto start = Clock::now();
-    body();
-    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::nth_element(times.begin(), times.begin() + runs / 2, times.end());
-  return times[runs / 2];
-}
-
-/// What a small product (64 x 64 x 64, the executor's team GEMM) takes
-/// beyond its FLOPs at `rate`: the GEMM's fixed cost.
-double gemmLaunchSeconds(double rate) {
-  const int64_t n = 64;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
-  auto g = cpu::GemmArgs<float>::make(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                                      0.0f, c.data(), n);
-  double s = medianSeconds(501, [&] { cpu::teamGemm(g); });
-  return std::max(0.0, s - 2.0 * n * n * n / rate);
-}
-
 double gemmFlops(bool team) {
   const int64_t n = 1024;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
@@ -184,6 +159,25 @@ llvm::Expected<ExecutorCosts> executorCosts() {
   costs.dispatch = *alone / (2 * pairs);
   costs.wait = std::max(0.0, *turns / (2 * pairs) - costs.dispatch);
   return costs;
+}
+
+/// What a small product takes beyond its FLOPs at `rate` and the dispatch:
+/// the GEMM's fixed cost as a step pays it, measured on the executor's
+/// MatMul of [128, 64] x [64, 64] (the bundled example's shapes; through
+/// the kernel's operand checks, geometry and team split).
+llvm::Expected<double> gemmLaunchSeconds(double rate, double dispatch) {
+  const unsigned instances = 64;
+  const int64_t m = 128, k = 64, n = 64;
+  plan::PlanBuilder b;
+  int a = b.tensor("a", {m, k}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+  int w = b.tensor("w", {k, n}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+  int c = b.tensor("c", {m, n});
+  for (unsigned i = 0; i < instances; ++i)
+    b.add("product" + std::to_string(i), "MatMul", {a, w}, {c});
+  auto step = stepSeconds(b.finish());
+  if (!step)
+    return step.takeError();
+  return std::max(0.0, *step / instances - dispatch - 2.0 * m * k * n / rate);
 }
 
 /// One kernel the cost model times instead of pricing its FLOPs: how to
@@ -336,15 +330,18 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
   say("h2d_bandwidth, d2h_bandwidth", hw.hostToDeviceBandwidth, "bytes/s (memcpy 64 MiB)");
   hw.cpuAdamParamsPerSecond = adamRate();
   say("cpu_adam_params_per_second", hw.cpuAdamParamsPerSecond, "1/s (AdamW, 16M parameters)");
-  hw.gemmLaunchSeconds = gemmLaunchSeconds(hw.gpuFlopsFp32);
-  say("gemm_launch_seconds", hw.gemmLaunchSeconds,
-      "s (a 64^3 team GEMM's median time beyond its FLOPs)");
   auto executor = executorCosts();
   if (!executor)
     return addContext(executor.takeError(), "--calibrate: timing the executor");
   hw.kernelLaunchSeconds = executor->dispatch;
   say("kernel_launch_seconds", hw.kernelLaunchSeconds,
       "s (the executor running small kernels back to back)");
+  auto gemmLaunch = gemmLaunchSeconds(hw.gpuFlopsFp32, hw.kernelLaunchSeconds);
+  if (!gemmLaunch)
+    return addContext(gemmLaunch.takeError(), "--calibrate: timing small products");
+  hw.gemmLaunchSeconds = *gemmLaunch;
+  say("gemm_launch_seconds", hw.gemmLaunchSeconds,
+      "s (the executor's [128,64]x[64,64] MatMul beyond dispatch and FLOPs)");
   hw.eventWaitSeconds = executor->wait;
   say("event_wait_seconds", hw.eventWaitSeconds,
       "s (the executor's compute and h2d streams taking turns, beyond dispatch)");
