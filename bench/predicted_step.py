@@ -85,8 +85,10 @@ def main(argv=None):
         f.write(calibration.stdout)
     plan = os.path.join(args.dir, "plan.zplan")
     report = os.path.join(args.dir, "report.json")
-    run([os.path.join(tools, "zinc-compile"), args.model, "-o", plan, "--hw=" + hw,
-         "--report=" + report] + args.flags.split())
+    compiled = run([os.path.join(tools, "zinc-compile"), args.model, "-o", plan, "--hw=" + hw,
+                    "--report=" + report] + args.flags.split())
+    placement = [line.split("note: ", 1)[1] for line in compiled.stderr.splitlines()
+                 if "note: placement:" in line]
     with open(report) as f:
         predicted = json.load(f)["predicted"]
     reps = []
@@ -108,7 +110,8 @@ def main(argv=None):
     ratio = measured / predicted["step_seconds"]
     out = {"benchmark": "predicted_step", "date": datetime.datetime.now().isoformat(),
            "machine": cpu_name(), "commit": git_commit(), "model": os.path.relpath(args.model, ROOT),
-           "flags": args.flags, "calibration": json.loads(calibration.stdout),
+           "flags": args.flags, "placement": placement[0] if placement else None,
+           "calibration": json.loads(calibration.stdout),
            "calibration_log": calibration.stderr.splitlines(), "predicted": predicted,
            "measured_step_seconds": measured, "measured_over_predicted": ratio,
            "within_25_percent": abs(measured - predicted["step_seconds"]) <= 0.25 * measured,
@@ -123,6 +126,8 @@ def main(argv=None):
                                               ", ".join("%.3f" % (r["median"] * 1e3) for r in reps)))
     print("measured / predicted = %.2f; transfers overlapping compute in the trace: %d"
           % (ratio, overlapped))
+    if placement:
+        print(placement[0])
     print("wrote", args.out)
     return 0
 
