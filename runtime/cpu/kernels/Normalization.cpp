@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
+#include "RowStats.h"
 #include "Kernels.h"
 #include "zinc/runtime/cpu/RowMath.h"
 #include "llvm/ADT/Twine.h"
@@ -288,18 +289,8 @@ llvm::Error runLayerNormalization(const KernelCall &call) {
       T *py = y.as<T>();
       parallelFor(outer, outer * d >= kParallelMin, [&](int64_t o) {
         const T *row = px + o * d;
-        double sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < d; ++j)
-          sum += static_cast<double>(load(row[j]));
-        double mean = d ? sum / d : 0;
-        double sq = 0;
-#pragma omp simd reduction(+ : sq)
-        for (int64_t j = 0; j < d; ++j) {
-          double c = static_cast<double>(load(row[j])) - mean;
-          sq += c * c;
-        }
-        double inv = 1.0 / std::sqrt((d ? sq / d : 0) + epsilon);
+        RowStats stats = rowStats(row, d, epsilon);
+        double mean = stats.mean, inv = stats.invStd;
         C m = static_cast<C>(mean), s = static_cast<C>(inv);
         T *out = py + o * d;
 #pragma omp simd

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "../KernelUtil.h"
+#include "../RowStats.h"
 #include "../Kernels.h"
 #include "zinc/runtime/cpu/RowMath.h"
 #include "llvm/ADT/Twine.h"
@@ -281,17 +282,10 @@ llvm::Error runLayerNormalizationGrad(const KernelCall &call) {
       parallelFor(outer, parallel, [&](int64_t o) {
         const T *xr = px + o * d, *dyr = pdy + o * d;
         if (!meanIn) {
-          // Two passes in double, as the forward kernel computes them.
-          double sum = 0;
-          for (int64_t j = 0; j < d; ++j)
-            sum += static_cast<double>(load(xr[j]));
-          double mean = d ? sum / d : 0, sq = 0;
-          for (int64_t j = 0; j < d; ++j) {
-            double c = static_cast<double>(load(xr[j])) - mean;
-            sq += c * c;
-          }
-          pm[o] = mean;
-          ps[o] = 1.0 / std::sqrt((d ? sq / d : 0) + epsilon);
+          // As the forward kernel computes them, to the last bit.
+          RowStats stats = rowStats(xr, d, epsilon);
+          pm[o] = stats.mean;
+          ps[o] = stats.invStd;
         }
         if constexpr (std::is_same_v<T, float>) {
           if (d >= kRowMathMinRow) {
