@@ -24,6 +24,10 @@ using simd::Scalar;
     int64_t j = 0;                                                             \
     {                                                                          \
       using W = V;                                                             \
+      for (; j + 2 * W::width <= (n);) {                                       \
+        __VA_ARGS__ j += W::width;                                             \
+        __VA_ARGS__ j += W::width;                                             \
+      }                                                                        \
       for (; j + W::width <= (n); j += W::width)                               \
         __VA_ARGS__                                                            \
     }                                                                          \
