@@ -183,24 +183,25 @@ llvm::Expected<double> gemmLaunchSeconds(double rate, double dispatch) {
 /// One kernel the cost model times instead of pricing its FLOPs: how to
 /// build an instance over x = [rows, d].
 struct TimedKernel {
+  /// The operands after x.
+  enum class Operand { LikeX, Scale /* [d] */, Mask /* bool [rows, d] */ };
   const char *op;
   bool zincDomain;
-  /// Inputs after x: "x" (another tensor like x), "scale" ([d]), "mask"
-  /// (bool [rows, d]).
-  std::vector<const char *> extraInputs;
+  std::vector<Operand> extraInputs;
   unsigned outputs;
   std::vector<std::pair<const char *, int64_t>> intAttrs;
 };
 
 const std::vector<TimedKernel> &timedKernels() {
+  using O = TimedKernel::Operand;
   static const std::vector<TimedKernel> kernels = {
       {"Gelu", false, {}, 1, {}},
-      {"GeluGrad", true, {"x"}, 1, {}},
+      {"GeluGrad", true, {O::LikeX}, 1, {}},
       {"Softmax", false, {}, 1, {{"axis", -1}}},
-      {"MaskedSoftmax", true, {"mask"}, 1, {}},
-      {"SoftmaxGrad", true, {"x"}, 1, {{"axis", -1}}},
-      {"LayerNormalization", false, {"scale", "scale"}, 1, {{"axis", -1}}},
-      {"LayerNormalizationGrad", true, {"x", "scale"}, 3, {{"axis", -1}}},
+      {"MaskedSoftmax", true, {O::Mask}, 1, {}},
+      {"SoftmaxGrad", true, {O::LikeX}, 1, {{"axis", -1}}},
+      {"LayerNormalization", false, {O::Scale, O::Scale}, 1, {{"axis", -1}}},
+      {"LayerNormalizationGrad", true, {O::LikeX, O::Scale}, 3, {{"axis", -1}}},
   };
   return kernels;
 }
@@ -214,15 +215,19 @@ llvm::Expected<double> kernelSeconds(const TimedKernel &k, int64_t rows, int64_t
   b.workspace(plan::STREAM_COMPUTE, 1 << 20); // Row statistics, LayerNorm's Scale.
   int x = b.tensor("x", {rows, d}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
   std::vector<int> inputs = {x};
-  for (const char *what : k.extraInputs) {
-    llvm::StringRef w(what);
+  for (TimedKernel::Operand operand : k.extraInputs) {
     std::string name = "in" + std::to_string(inputs.size());
-    if (w == "x")
+    switch (operand) {
+    case TimedKernel::Operand::LikeX:
       inputs.push_back(b.tensor(name, {rows, d}, plan::TIER_GPU, 1, plan::ROLE_INPUT));
-    else if (w == "scale")
+      break;
+    case TimedKernel::Operand::Scale:
       inputs.push_back(b.tensor(name, {d}, plan::TIER_GPU, 1, plan::ROLE_INPUT));
-    else
-      inputs.push_back(b.tensor(name, {rows, d}, plan::TIER_GPU, 9, plan::ROLE_INPUT));
+      break;
+    case TimedKernel::Operand::Mask:
+      inputs.push_back(b.tensor(name, {rows, d}, plan::TIER_GPU, 9 /* BOOL */, plan::ROLE_INPUT));
+      break;
+    }
   }
   std::vector<int> outputs;
   for (unsigned i = 0; i < k.outputs; ++i)

@@ -218,7 +218,12 @@ double Hardware::kernelSeconds(double flops, double bytes, bool half, bool produ
 }
 llvm::Optional<double> Hardware::measuredKernelSeconds(llvm::StringRef op,
                                                       double elements) const {
-  auto it = kernelTimes.find(op.str());
+  // The simulator asks for every compute instruction of every candidate
+  // plan: no lookup when nothing was measured (the GPU presets), and no
+  // string built for one.
+  if (kernelTimes.empty())
+    return llvm::None;
+  auto it = kernelTimes.find(op);
   if (it == kernelTimes.end() || it->second.empty())
     return llvm::None;
   const KernelTimePoints &points = it->second;

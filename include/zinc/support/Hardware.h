@@ -63,7 +63,7 @@ struct Hardware {
   /// transcendental math or short rows: GELU, softmax, LayerNorm and their
   /// gradients, on a CPU), by op name, as `zinc-run --calibrate` timed them
   /// beyond the launch. Empty in the GPU presets.
-  std::map<std::string, KernelTimePoints> kernelTimes;
+  std::map<std::string, KernelTimePoints, std::less<>> kernelTimes;
 
   /// The per-rank share of the node's rates when `ranks` ranks run the
   /// same plan at once (ZeRO's ranks are symmetric): NVMe, CPU memory and
