@@ -17,15 +17,16 @@ public:
   CostModelOf(const Plan &plan, const Hardware &hw)
       : plan(plan), hw(hw), ranks(std::max(1u, plan.ranks())) {}
 
-  /// Bytes the instruction moves: a transfer's or collective's tensor
-  /// (the whole one), a kernel's distinct operands.
+  /// Bytes the instruction moves: a transfer's tensor, a collective's
+  /// whole tensors (all of a bucket's), a kernel's distinct operands.
   uint64_t bytes(const Instruction &inst) const {
     if (isTransfer(inst))
       return sizeOf(inst.inputs(0));
     if (isCollective(inst)) {
-      if (inst.op() == "AllGather")
-        return inst.outputs_size() ? sizeOf(inst.outputs(0)) : 0;
-      return inst.inputs_size() ? sizeOf(inst.inputs(0)) : 0;
+      uint64_t whole = 0;
+      for (int id : inst.op() == "AllGather" ? inst.outputs() : inst.inputs())
+        whole += sizeOf(id);
+      return whole;
     }
     uint64_t total = 0;
     for (int id : inst.inputs())
@@ -107,6 +108,9 @@ private:
     auto dtype = dtypeFromOnnx(plan.tensors(id).dtype());
     return dtype && (*dtype == DType::F16 || *dtype == DType::BF16);
   }
+  /// A ring over the ranks: each step moves 1/ranks of the bytes and pays
+  /// the latency once. A bucket is one collective: one latency per step for
+  /// all its tensors (they go as one group).
   double collectiveSeconds(const Instruction &inst, uint64_t whole) const {
     if (ranks <= 1)
       return hw.kernelLaunchSeconds;

@@ -391,11 +391,15 @@ uint64_t kernelWorkspaceBytes(llvm::StringRef domain, llvm::StringRef op,
   if (domain != "zinc")
     return 0;
   if (op == "AllReduce" || op == "ReduceScatter") {
-    // 16-bit sums and means go through f32 a chunk at a time.
-    const KernelOperand *x = operand(ins, 0);
-    if (!x || !isFloat16(x->dtype) || attrs.getString("op", "sum") == "max")
+    // 16-bit sums and means go through f32 a chunk at a time; a bucket's
+    // tensors one after another, through the same chunk.
+    if (attrs.getString("op", "sum") == "max")
       return 0;
-    return piece(std::min<int64_t>(elements(x), kCollectiveChunkElements), 4);
+    int64_t chunk = 0;
+    for (size_t i = 0; i < ins.size(); ++i)
+      if (const KernelOperand *x = operand(ins, i); x && isFloat16(x->dtype))
+        chunk = std::max<int64_t>(chunk, std::min<int64_t>(elements(x), kCollectiveChunkElements));
+    return chunk ? piece(chunk, 4) : 0;
   }
   if (op.startswith("Conv"))
     return convBytes(op, ins, outs, attrs);

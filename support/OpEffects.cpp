@@ -16,13 +16,15 @@ struct Entry {
 class EffectsTable {
 public:
   EffectsTable() {
-#define ZINC_PURE {}
-#define ZINC_WRITES(...) {__VA_ARGS__}
+#define ZINC_PURE {}, false
+#define ZINC_WRITES(...) {__VA_ARGS__}, false
+#define ZINC_WRITES_ALL {}, true
 #define ZINC_ZOP(Name, Fn, Effects) add(#Name, Effects, false);
 #define ZINC_TRANSFER_OP(Name, Effects) add(#Name, Effects, true);
 #include "zinc/support/ZincOps.def"
 #undef ZINC_PURE
 #undef ZINC_WRITES
+#undef ZINC_WRITES_ALL
   }
 
   const Entry *find(llvm::StringRef opType) const {
@@ -31,10 +33,10 @@ public:
   }
 
 private:
-  void add(llvm::StringRef name, std::initializer_list<unsigned> writes,
+  void add(llvm::StringRef name, std::initializer_list<unsigned> writes, bool writesAll,
            bool transfer) {
     auto &stored = positions.emplace_back(writes.begin(), writes.end());
-    entries[name] = Entry{OpEffects{stored}, transfer};
+    entries[name] = Entry{OpEffects{stored, writesAll}, transfer};
   }
 
   // A deque keeps each entry's positions where the ArrayRef points.

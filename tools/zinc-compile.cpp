@@ -81,6 +81,11 @@ static cl::opt<unsigned> prefetchDistance(
     cl::desc("Issue each prefetch N compute nodes ahead of its use (default: timed by the "
              "cost model, the lead with the fastest predicted step that fits)"),
     cl::init(2), cl::cat(compileCategory));
+static cl::opt<std::string> bucketBytes(
+    "bucket-bytes",
+    cl::desc("Merge ZeRO collectives of one kind into buckets of up to SIZE bytes, each "
+             "issued as one group (default: chosen by the cost model; 0: one tensor each)"),
+    cl::value_desc("SIZE"), cl::cat(compileCategory));
 static cl::opt<bool> delayUpdates(
     "dpu",
     cl::desc("Delayed parameter update: the host's optimizer update of a step overlaps the "
@@ -298,6 +303,13 @@ static Error compile() {
   ctx.memory.nvmeCapacity = hw->nvmeMem;
   ctx.memory.prefetchDistance = prefetchDistance;
   ctx.memory.searchPrefetchLead = prefetchDistance.getNumOccurrences() == 0;
+  if (!bucketBytes.empty()) {
+    auto bytes = capacity("bucket-bytes", bucketBytes, 0);
+    if (!bytes)
+      return bytes.takeError();
+    ctx.memory.bucketBytes = *bytes;
+    ctx.memory.bucketBytesFixed = true;
+  }
   ctx.hardware = &*hw;
   ctx.memory.delayUpdates = delayUpdates;
   if (delayedUpdates == "auto")

@@ -55,12 +55,19 @@ static llvm::json::Object collectivesPerStep(const ir::Graph &g) {
   for (const ir::Node *n : g.nodes()) {
     if (n->domain != kZincDomain)
       continue;
-    if (n->opType == "AllGather" && n->outputs[0])
-      allgather += n->outputs[0]->byteSize();
-    else if (n->opType == "ReduceScatter" && n->inputs[0])
-      reduceScatter += n->inputs[0]->byteSize();
-    else if (n->opType == "AllReduce" && n->inputs[0])
-      allreduce += n->inputs[0]->byteSize();
+    // A bucket (BucketCollectives.h) carries all its tensors.
+    auto sum = [](llvm::ArrayRef<ir::Value *> values) {
+      uint64_t total = 0;
+      for (const ir::Value *v : values)
+        total += v ? v->byteSize() : 0;
+      return total;
+    };
+    if (n->opType == "AllGather")
+      allgather += sum(n->outputs);
+    else if (n->opType == "ReduceScatter")
+      reduceScatter += sum(n->inputs);
+    else if (n->opType == "AllReduce")
+      allreduce += sum(n->inputs);
   }
   return llvm::json::Object{{"allgather", allgather},
                             {"reduce_scatter", reduceScatter},

@@ -11,11 +11,14 @@
 // host (gradients) leave as soon as they are complete. An operand a node
 // updates in place is written back to its home right after it (CopyInto).
 // A copy is reused by later uses close enough behind, and dropped when its
-// source is written. Last, fetches from NVMe go ahead of the write-backs and
+// source is written. First of all, collectives are merged into buckets
+// when MemoryOptions::bucketBytes asks (BucketCollectives.h): a bucket's
+// operands are then fetched for it as one node's. Last, fetches from NVMe go ahead of the write-backs and
 // host-bound reads queued on that link before them (NvmeQueueOrder.h).
 // Which memory the copies take is allocate's business.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/passes/BucketCollectives.h"
 #include "zinc/passes/NodeCost.h"
 #include "zinc/passes/NvmeQueueOrder.h"
 #include "zinc/passes/Pass.h"
@@ -281,6 +284,7 @@ llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
   if (ctx.memory.placedThrough >= MemoryOptions::Placed::Transfers) // Done by place.
     return false;
   size_t before = g.numNodes();
+  size_t bucketed = bucketCollectives(g, ctx.memory.bucketBytes);
   Mover mover(g, ctx.memory, ctx.hardware);
   if (auto err = mover.run())
     return err;
@@ -289,7 +293,7 @@ llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
   size_t reordered = ctx.hardware && mem.prefetchLead > 0 && mem.nvmeFetchesFirst
                          ? letFetchesPassNvmeTraffic(g, *ctx.hardware, mem.prefetchLead)
                          : 0;
-  return g.numNodes() != before || reordered;
+  return g.numNodes() != before || bucketed || reordered;
 }
 
 } // namespace

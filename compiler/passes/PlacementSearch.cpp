@@ -5,6 +5,7 @@
 #include "zinc/passes/PrefetchSearch.h"
 #include "zinc/passes/Spill.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/Size.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <tuple>
 
@@ -38,10 +39,12 @@ static void notePlacement(const PassContext &ctx, bool training, bool justBefore
                               (mem.nvmeFetchesFirst ? ", fetches from NVMe first" : "") +
                               " (the fastest predicted step that fits)"
                         : "";
+  std::string buckets =
+      mem.bucketBytes ? ", collectives in buckets of up to " + formatSize(mem.bucketBytes) : "";
   if (training)
     ctx.note("placement: optimizer states and master weights in " +
              ir::tierName(mem.optimizerTier) + ", parameters in " +
-             ir::tierName(mem.paramsTier) + how + dpu);
+             ir::tierName(mem.paramsTier) + how + dpu + buckets);
   else
     ctx.note("placement: parameters in " + ir::tierName(mem.paramsTier) + how);
 }
@@ -241,6 +244,7 @@ static llvm::Expected<llvm::Optional<PrefetchChoice>> placeTimed(ir::Graph &g,
   g.swap(*best); // Its values are now g's, so the proven layout holds.
   ctx.layout = std::move(bestLayout);
   mem.prefetchLead = bestChoice->lead;
+  mem.bucketBytes = bestChoice->bucketBytes;
   mem.placedThrough = Placed::Allocation;
   return bestChoice;
 }
@@ -250,9 +254,12 @@ static llvm::Expected<llvm::Optional<PrefetchChoice>> placeTimed(ir::Graph &g,
 static llvm::Expected<bool> placeWithLeadSearch(ir::Graph &g, PassContext &ctx,
                                                 bool training) {
   MemoryOptions &mem = ctx.memory;
-  // Nothing to prefetch: nothing to time.
-  if (mem.optimizerTier == ir::Tier::Gpu && mem.paramsTier == ir::Tier::Gpu)
+  // Nothing to prefetch: nothing to time but the collectives' buckets.
+  if (mem.optimizerTier == ir::Tier::Gpu && mem.paramsTier == ir::Tier::Gpu) {
+    if (auto err = chooseBucketSize(g, ctx))
+      return err;
     return placeWithFallbackDistance(g, ctx, training);
+  }
   auto chosen = placeTimed(g, ctx);
   if (!chosen)
     return chosen.takeError();
@@ -328,6 +335,9 @@ llvm::Expected<bool> choosePlacement(ir::Graph &g, PassContext &ctx) {
       if (!*chosen)
         continue;
     } else {
+      if (search)
+        if (auto err = chooseBucketSize(g, ctx))
+          return err;
       if (auto placed = applyPlacement(*trial, mem); !placed) {
         llvm::consumeError(placed.takeError());
         continue;

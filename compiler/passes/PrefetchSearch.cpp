@@ -10,8 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/PrefetchSearch.h"
+#include "zinc/passes/BucketCollectives.h"
 #include "zinc/passes/EmitPlan.h"
 #include "zinc/passes/PassManager.h"
+#include "zinc/passes/PlacementSearch.h"
 #include <limits>
 
 namespace zinc::passes {
@@ -88,6 +90,87 @@ static llvm::Error searchFamilies(ir::Graph &g, PassContext &ctx,
   return llvm::Error::success();
 }
 
+/// At the chosen lead and queue orders, the collectives' bucket sizes from
+/// the smallest up; each kept when it shortens the predicted step by 1%.
+/// Larger buckets hold more bytes (gathers run earlier, reductions wait for
+/// their last member), so the first that does not fit ends the search.
+static llvm::Error searchBucketSizes(ir::Graph &g, PassContext &ctx,
+                                     std::unique_ptr<ir::Graph> &best,
+                                     std::shared_ptr<const TierLayout> &bestLayout,
+                                     PrefetchChoice &choice) {
+  MemoryOptions &mem = ctx.memory;
+  if (mem.bucketBytesFixed || !best)
+    return llvm::Error::success();
+  bool collectives = llvm::any_of(g.nodes(), [](const ir::Node *n) {
+    return n->stream == ir::Stream::Collective;
+  });
+  if (!collectives)
+    return llvm::Error::success();
+  mem.prefetchLead = choice.lead;
+  mem.prefetchCountsQueue = choice.countsQueue;
+  mem.nvmeFetchesFirst = choice.nvmeFetchesFirst;
+  for (uint64_t bytes : bucketSizesToTry(*ctx.hardware, g.ranks)) {
+    mem.bucketBytes = bytes;
+    std::unique_ptr<ir::Graph> trial = g.clone();
+    if (llvm::Error err =
+            runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"})) {
+      llvm::consumeError(std::move(err));
+      ctx.layout.reset();
+      break;
+    }
+    auto predicted = predict(*trial, ctx);
+    if (!predicted)
+      return predicted.takeError();
+    if (predicted->stepSeconds < choice.predicted.stepSeconds * (1 - kMinGain)) {
+      best = std::move(trial);
+      bestLayout = ctx.layout;
+      choice.bucketBytes = bytes;
+      choice.predicted = std::move(*predicted);
+    }
+    ctx.layout.reset();
+  }
+  mem.bucketBytes = choice.bucketBytes;
+  return llvm::Error::success();
+}
+
+llvm::Error chooseBucketSize(const ir::Graph &g, PassContext &ctx) {
+  MemoryOptions &mem = ctx.memory;
+  if (mem.bucketBytesFixed || !ctx.hardware || g.ranks <= 1)
+    return llvm::Error::success();
+  std::vector<uint64_t> sizes = bucketSizesToTry(*ctx.hardware, g.ranks);
+  if (sizes.empty())
+    return llvm::Error::success();
+  sizes.insert(sizes.begin(), 0);
+  double bestStep = std::numeric_limits<double>::infinity();
+  uint64_t chosen = 0;
+  for (uint64_t bytes : sizes) {
+    mem.bucketBytes = bytes;
+    std::unique_ptr<ir::Graph> trial = g.clone();
+    auto placed = applyPlacement(*trial, mem);
+    if (!placed) { // The caller's own placement will say why.
+      llvm::consumeError(placed.takeError());
+      break;
+    }
+    llvm::Error err = runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"});
+    ctx.memory.placedThrough = MemoryOptions::Placed::Homes;
+    if (err) {
+      llvm::consumeError(std::move(err));
+      ctx.layout.reset();
+      break;
+    }
+    auto predicted = predict(*trial, ctx);
+    ctx.layout.reset();
+    if (!predicted)
+      return predicted.takeError();
+    if (predicted->stepSeconds < bestStep * (1 - kMinGain)) {
+      bestStep = predicted->stepSeconds;
+      chosen = bytes;
+    }
+  }
+  mem.bucketBytes = chosen;
+  return llvm::Error::success();
+}
+
 llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
                                                                   PassContext &ctx) {
   MemoryOptions &mem = ctx.memory;
@@ -106,6 +189,9 @@ llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
   // (gpt-13b, fp16, --dpu: 38.1 -> 34.2 s predicted) and hurts one whose CPU
   // tier is full, where the sources it holds longer spill (gpt-175b: 46 GiB
   // more NVMe traffic, 321 -> 417 s), so the simulation decides.
+  if (!mem.bucketBytesFixed)
+    mem.bucketBytes = 0; // Leads are searched unbucketed; sizes after.
+  choice.bucketBytes = mem.bucketBytes;
   bool nvmeHomes = mem.optimizerTier == ir::Tier::Nvme || mem.paramsTier == ir::Tier::Nvme;
   for (bool fetchesFirst : {false, true}) {
     if (fetchesFirst && !nvmeHomes)
@@ -114,6 +200,8 @@ llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
     if (llvm::Error err = searchFamilies(g, ctx, best, bestLayout, choice))
       return std::move(err);
   }
+  if (llvm::Error err = searchBucketSizes(g, ctx, best, bestLayout, choice))
+    return std::move(err);
   if (!best) {
     mem.nvmeFetchesFirst = true;
     mem.prefetchLead = 0;

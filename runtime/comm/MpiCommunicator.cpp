@@ -5,7 +5,10 @@
 // peer died (or hangs) gives up after the timeout with a diagnostic naming
 // the collective, instead of waiting forever; zinc-run then aborts the job.
 // f16 and bf16 are reduced by user-defined ops (MPI has no half types),
-// rounding once per rank combined, as NCCL does.
+// rounding once per rank combined, as NCCL does. In a group (a bucket of
+// collectives) each is issued at once and waited for at the group's end,
+// so their latencies overlap; 16-bit sums and means, which go through the
+// f32 scratch a chunk at a time, still complete one by one.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/comm/Communicator.h"
@@ -13,6 +16,7 @@
 #include "zinc/support/Float16.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <chrono>
+#include <functional>
 #include <climits>
 #include <cstring>
 #include <mpi.h>
@@ -99,12 +103,11 @@ public:
     if (int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), type->first,
                                 type->second, MPI_COMM_WORLD, &req))
       return failed(rc, what);
-    if (auto err = wait(req, what))
-      return err;
-    if (op == ReduceOp::Mean)
-      scale(data, count, dtype);
-    bytes().allreduce += count * dtypeSize(dtype);
-    return llvm::Error::success();
+    return complete(req, what, [this, data, count, dtype, op] {
+      if (op == ReduceOp::Mean)
+        scale(data, count, dtype);
+      bytes().allreduce += count * dtypeSize(dtype);
+    });
   }
 
   llvm::Error allGather(const void *shard, void *whole, int64_t count, int64_t shardCount,
@@ -118,10 +121,8 @@ public:
     if (int rc = MPI_Iallgatherv(shard, counts[myRank], type, whole, counts.data(),
                                  displs.data(), type, MPI_COMM_WORLD, &req))
       return failed(rc, what);
-    if (auto err = wait(req, what))
-      return err;
-    bytes().allgather += count * dtypeSize(dtype);
-    return llvm::Error::success();
+    return complete(req, what,
+                    [this, count, dtype] { bytes().allgather += count * dtypeSize(dtype); });
   }
 
   llvm::Error gather(const void *shard, void *whole, int64_t count, int64_t shardCount,
@@ -143,30 +144,33 @@ public:
                             llvm::StringRef what, llvm::MutableArrayRef<float> scratch) override {
     size_t e = dtypeSize(dtype);
     int64_t mine = ownedElements(count, shardCount, myRank);
+    auto finish = [this, shard, count, shardCount, mine, e] {
+      std::memset(static_cast<uint8_t *>(shard) + mine * e, 0, (shardCount - mine) * e);
+      bytes().reduceScatter += count * e;
+    };
     if (isHalf(dtype) && op != ReduceOp::Max) {
       if (auto err = reduceScatterWidened(whole, shard, count, shardCount, dtype, op, what,
                                           scratch))
         return err;
-    } else {
-      auto type = typeOf(dtype, op, what);
-      if (!type)
-        return type.takeError();
-      if (auto err = fitsInt(count, what))
-        return err;
-      std::vector<int> counts, displs;
-      layout(count, shardCount, counts, displs);
-      MPI_Request req;
-      if (int rc = MPI_Ireduce_scatter(whole, shard, counts.data(), type->first,
-                                       type->second, MPI_COMM_WORLD, &req))
-        return failed(rc, what);
-      if (auto err = wait(req, what))
-        return err;
+      finish();
+      return llvm::Error::success();
+    }
+    auto type = typeOf(dtype, op, what);
+    if (!type)
+      return type.takeError();
+    if (auto err = fitsInt(count, what))
+      return err;
+    std::vector<int> counts, displs;
+    layout(count, shardCount, counts, displs);
+    MPI_Request req;
+    if (int rc = MPI_Ireduce_scatter(whole, shard, counts.data(), type->first, type->second,
+                                     MPI_COMM_WORLD, &req))
+      return failed(rc, what);
+    return complete(req, what, [this, shard, mine, dtype, op, finish] {
       if (op == ReduceOp::Mean)
         scale(shard, mine, dtype);
-    }
-    std::memset(static_cast<uint8_t *>(shard) + mine * e, 0, (shardCount - mine) * e);
-    bytes().reduceScatter += count * e;
-    return llvm::Error::success();
+      finish();
+    });
   }
 
   llvm::Error broadcast(void *data, size_t bytes, unsigned root,
@@ -180,7 +184,41 @@ public:
     return wait(req, what);
   }
 
+  void beginGroup() override { grouped = true; }
+
+  llvm::Error endGroup() override {
+    grouped = false;
+    std::vector<Pending> issued = std::move(pending);
+    pending.clear();
+    for (Pending &p : issued) {
+      if (auto err = wait(p.req, p.what))
+        return err; // zinc-run aborts the job: the requests left die with it.
+      p.finish();
+    }
+    return llvm::Error::success();
+  }
+
 private:
+  /// A collective issued in a group, waiting for its end.
+  struct Pending {
+    MPI_Request req;
+    std::string what;
+    std::function<void()> finish;
+  };
+
+  /// Waits for `req` and runs `finish` (what follows the transfer: a mean's
+  /// scaling, the counters), or, in a group, leaves both to endGroup.
+  llvm::Error complete(MPI_Request req, llvm::StringRef what, std::function<void()> finish) {
+    if (grouped) {
+      pending.push_back({req, what.str(), std::move(finish)});
+      return llvm::Error::success();
+    }
+    if (auto err = wait(req, what))
+      return err;
+    finish();
+    return llvm::Error::success();
+  }
+
   static bool isHalf(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
 
   static float load(DType dtype, const void *data, int64_t i) {
@@ -350,6 +388,8 @@ private:
 
   double timeout;
   unsigned myRank = 0, worldSize = 1;
+  bool grouped = false;
+  std::vector<Pending> pending;
   MPI_Op halfSum = MPI_OP_NULL, halfMax = MPI_OP_NULL;
   MPI_Op bf16Sum = MPI_OP_NULL, bf16Max = MPI_OP_NULL;
 };

@@ -6,7 +6,8 @@
 // whole tensor) and the reduce-scatter a group of reduces (each rank's
 // share reduced to it). Means are ncclAvg, which NCCL takes as a
 // pre-multiplied sum, so 16-bit gradients do not overflow where their mean
-// would not.
+// would not. A bucket of collectives (Communicator::beginGroup) is one
+// outer NCCL group: one launch, one wait.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cuda/NcclCommunicator.h"
@@ -84,7 +85,7 @@ public:
     if (auto err = checkNccl(ncclAllReduce(data, data, count, *type, ncclOp(op), nccl, stream),
                              what))
       return err;
-    if (auto err = wait(what))
+    if (auto err = waitUnlessGrouped(what))
       return err;
     bytes().allreduce += count * dtypeSize(dtype);
     return llvm::Error::success();
@@ -104,7 +105,7 @@ public:
                                                           *type, static_cast<int>(r), nccl, stream);
                                    }))
       return err;
-    if (auto err = wait(what))
+    if (auto err = waitUnlessGrouped(what))
       return err;
     bytes().allgather += count * e;
     return llvm::Error::success();
@@ -131,7 +132,7 @@ public:
                                              (shardCount - mine) * e, stream),
                              what + ": zeroing the shard's padding"))
       return err;
-    if (auto err = wait(what))
+    if (auto err = waitUnlessGrouped(what))
       return err;
     bytes().reduceScatter += count * e;
     return llvm::Error::success();
@@ -175,7 +176,30 @@ public:
     return wait(what);
   }
 
+  void beginGroup() override {
+    ncclGroupStart();
+    grouped = true;
+    groupWhat.clear();
+  }
+
+  llvm::Error endGroup() override {
+    grouped = false;
+    if (auto err = checkNccl(ncclGroupEnd(), "a bucket of collectives"))
+      return err;
+    return wait(groupWhat.empty() ? "a bucket of collectives" : groupWhat);
+  }
+
 private:
+  /// Out of a group, waits for the collective just issued; in one, the
+  /// group's end waits for all of them (diagnostics name the first).
+  llvm::Error waitUnlessGrouped(llvm::StringRef what) {
+    if (!grouped)
+      return wait(what);
+    if (groupWhat.empty())
+      groupWhat = ("the bucket of " + what).str();
+    return llvm::Error::success();
+  }
+
   /// One NCCL group of `call(r, owned)` for each rank r that owns elements
   /// of a tensor of `count` split in shards of `shardCount`.
   template <typename Call>
@@ -235,6 +259,8 @@ private:
   cudaStream_t stream;
   double timeout;
   ncclComm_t nccl = nullptr;
+  bool grouped = false;
+  std::string groupWhat;
 };
 
 } // namespace

@@ -107,6 +107,12 @@ struct MemoryOptions {
   /// holds those copies' CPU sources longer; place's lead search tries the
   /// plans with and without it.
   bool nvmeFetchesFirst = true;
+  /// > 0: insert-transfers first merges collectives into buckets of at
+  /// most this many bytes (BucketCollectives.h); 0: one tensor each.
+  uint64_t bucketBytes = 0;
+  /// --bucket-bytes was given: the search keeps bucketBytes instead of
+  /// choosing it.
+  bool bucketBytesFixed = false;
   /// place chooses prefetchLead by simulating the plans it allows (the
   /// default of zinc-compile without --prefetch-distance).
   bool searchPrefetchLead = false;

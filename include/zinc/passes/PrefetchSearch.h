@@ -14,6 +14,8 @@ struct PrefetchChoice {
   bool countsQueue = false;
   /// Whether fetches from NVMe went ahead of the link's other traffic.
   bool nvmeFetchesFirst = true;
+  /// The collectives' bucket size (0: one tensor each).
+  uint64_t bucketBytes = 0;
   plan::Prediction predicted;
 };
 
@@ -27,8 +29,20 @@ struct PrefetchChoice {
 /// gains less than 1%, or whose step is within 1% of its lower bound. When one fits, `g`
 /// becomes it (ctx.layout its proven layout, ctx.memory.prefetchLead its
 /// lead) and the choice is returned; None when none fits, `g` untouched.
+/// Last, unless --bucket-bytes fixed it, the collectives' bucket sizes of
+/// bucketSizesToTry are tried at the chosen lead, each kept when it gains
+/// 1% (BucketCollectives.h).
 llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
                                                                   PassContext &ctx);
+
+/// For a placement whose prefetches are not timed (everything on the GPU):
+/// sets ctx.memory.bucketBytes to the collectives' bucket size (none, then
+/// bucketSizesToTry's from the smallest up) whose plan of `g` (the graph
+/// before placement, left untouched) has the fastest predicted step, each
+/// size kept when it gains 1%; the first that does not fit ends the
+/// search. Nothing when --bucket-bytes fixed it, or without ranks or a
+/// hardware description.
+llvm::Error chooseBucketSize(const ir::Graph &g, PassContext &ctx);
 
 } // namespace zinc::passes
 

@@ -25,7 +25,9 @@ struct OpEffects {
   /// ascending. Positions past an instance's inputs, or naming an absent
   /// optional input, write nothing.
   llvm::ArrayRef<unsigned> writtenInputs;
-  /// Set only for the conservative answer about an undeclared op.
+  /// Every input is updated in place: ZINC_WRITES_ALL (a bucket of
+  /// in-place collectives), or the conservative answer about an undeclared
+  /// op.
   bool writesEveryInput = false;
 
   bool writesInput(unsigned i) const {

@@ -40,70 +40,105 @@ llvm::Expected<comm::ReduceOp> reduceOpOf(const KernelCall &call) {
   return comm::parseReduceOp(call.attrs.getString("op", "sum"));
 }
 
-/// The f32 scratch of a 16-bit sum or mean (KernelWorkspace.cpp sizes it).
+/// The f32 scratch of a 16-bit sum or mean (KernelWorkspace.cpp sizes it):
+/// one chunk for all of a bucket's tensors, which use it one after another.
 llvm::Expected<llvm::MutableArrayRef<float>> reductionScratch(const KernelCall &call,
-                                                             const TensorRef &x,
                                                              comm::ReduceOp op) {
-  bool widened = (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
-                 op != comm::ReduceOp::Max;
-  if (!widened || !x.numElements())
+  if (op == comm::ReduceOp::Max)
     return llvm::MutableArrayRef<float>();
-  int64_t n = std::min<int64_t>(x.numElements(), kCollectiveChunkElements);
+  int64_t n = 0;
+  for (const TensorRef *x : call.inputs)
+    if (x && (x->dtype == DType::F16 || x->dtype == DType::BF16))
+      n = std::max<int64_t>(n, std::min<int64_t>(x->numElements(), kCollectiveChunkElements));
+  if (!n)
+    return llvm::MutableArrayRef<float>();
   auto scratch = call.scratch<float>(n);
   if (!scratch)
     return scratch.takeError();
   return llvm::MutableArrayRef<float>(*scratch, n);
 }
 
+/// `run(i)` for each of a collective's `n` operands; a bucket's (n > 1)
+/// as one group of the communicator, so their latencies overlap.
+template <typename Run>
+llvm::Error forEachOperand(const KernelCall &call, size_t n, Run run) {
+  if (n == 0)
+    return makeError(call.opType + " expects at least one tensor");
+  bool group = n > 1 && call.comm;
+  if (group)
+    call.comm->beginGroup();
+  for (size_t i = 0; i < n; ++i)
+    if (llvm::Error err = run(i)) {
+      if (group)
+        llvm::consumeError(call.comm->endGroup()); // The first error is the one to tell.
+      return err;
+    }
+  return group ? call.comm->endGroup() : llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Error runAllReduce(const KernelCall &call) {
-  TensorRef *x = call.updated(0);
-  if (!x)
-    return makeError("AllReduce expects a tensor it is declared to write");
   auto op = reduceOpOf(call);
   if (!op)
     return op.takeError();
   if (!call.comm)
     return llvm::Error::success();
-  auto scratch = reductionScratch(call, *x, *op);
+  auto scratch = reductionScratch(call, *op);
   if (!scratch)
     return scratch.takeError();
-  return call.comm->allReduce(x->data, x->numElements(), x->dtype, *op, describe(call),
-                              *scratch);
+  return forEachOperand(call, call.inputs.size(), [&](size_t i) -> llvm::Error {
+    TensorRef *x = call.updated(i);
+    if (!x)
+      return makeError("AllReduce expects tensors it is declared to write");
+    return call.comm->allReduce(x->data, x->numElements(), x->dtype, *op, describe(call),
+                                *scratch);
+  });
 }
 
 llvm::Error runReduceScatter(const KernelCall &call) {
-  const TensorRef *whole = call.input(0);
-  TensorRef *shard = call.output(0);
-  if (auto err = checkShard(call, whole, shard))
-    return err;
+  if (call.inputs.size() != call.outputs.size())
+    return makeError("ReduceScatter expects one shard for each tensor");
   auto op = reduceOpOf(call);
   if (!op)
     return op.takeError();
-  if (!call.comm) {
-    std::memcpy(shard->data, whole->data, whole->byteSize());
-    return llvm::Error::success();
+  llvm::MutableArrayRef<float> scratch;
+  if (call.comm) {
+    auto chunk = reductionScratch(call, *op);
+    if (!chunk)
+      return chunk.takeError();
+    scratch = *chunk;
   }
-  auto scratch = reductionScratch(call, *whole, *op);
-  if (!scratch)
-    return scratch.takeError();
-  return call.comm->reduceScatter(whole->data, shard->data, whole->numElements(),
-                                  shard->numElements(), whole->dtype, *op,
-                                  describe(call), *scratch);
+  return forEachOperand(call, call.inputs.size(), [&](size_t i) -> llvm::Error {
+    const TensorRef *whole = call.input(i);
+    TensorRef *shard = call.output(i);
+    if (auto err = checkShard(call, whole, shard))
+      return err;
+    if (!call.comm) {
+      std::memcpy(shard->data, whole->data, whole->byteSize());
+      return llvm::Error::success();
+    }
+    return call.comm->reduceScatter(whole->data, shard->data, whole->numElements(),
+                                    shard->numElements(), whole->dtype, *op, describe(call),
+                                    scratch);
+  });
 }
 
 llvm::Error runAllGather(const KernelCall &call) {
-  const TensorRef *shard = call.input(0);
-  TensorRef *whole = call.output(0);
-  if (auto err = checkShard(call, whole, shard))
-    return err;
-  if (!call.comm) {
-    std::memcpy(whole->data, shard->data, whole->byteSize());
-    return llvm::Error::success();
-  }
-  return call.comm->allGather(shard->data, whole->data, whole->numElements(),
-                              shard->numElements(), whole->dtype, describe(call));
+  if (call.inputs.size() != call.outputs.size())
+    return makeError("AllGather expects one tensor for each shard");
+  return forEachOperand(call, call.inputs.size(), [&](size_t i) -> llvm::Error {
+    const TensorRef *shard = call.input(i);
+    TensorRef *whole = call.output(i);
+    if (auto err = checkShard(call, whole, shard))
+      return err;
+    if (!call.comm) {
+      std::memcpy(whole->data, shard->data, whole->byteSize());
+      return llvm::Error::success();
+    }
+    return call.comm->allGather(shard->data, whole->data, whole->numElements(),
+                                shard->numElements(), whole->dtype, describe(call));
+  });
 }
 
 llvm::Error runShardOf(const KernelCall &call) {

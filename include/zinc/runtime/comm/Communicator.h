@@ -85,6 +85,15 @@ public:
   virtual llvm::Error broadcast(void *data, size_t bytes, unsigned root,
                                 llvm::StringRef what) = 0;
 
+  /// Collectives called between beginGroup and endGroup go as one group
+  /// (a bucket, BucketCollectives.h): NCCL launches them together, MPI has
+  /// them in flight at once, so the link's latency is paid once. Each call
+  /// in the group may return before its bytes have arrived; endGroup waits
+  /// for all of them, and its error names the first that failed. Buffers
+  /// must stay untouched until then. Groups do not nest.
+  virtual void beginGroup() {}
+  virtual llvm::Error endGroup() { return llvm::Error::success(); }
+
   CollectiveBytes &bytes() { return counters; }
 
 private:
