@@ -38,7 +38,7 @@ Exit status 1 when any compile failed or timed out.
 Run: /usr/bin/python3 bench/compile_scale.py --build-dir build [--timeout 600]
         [--budget a100-80g|no-spill|v100-fp16|dgx2-zero3] [--ranks N]
         [--only gpt-1t,nodes-100k] [--time-passes]
-        [--quick] [--batch N] [--dpu] [--list] [--out FILE]
+        [--quick] [--batch N] [--dpu] [--bucket-bytes SIZE] [--list] [--out FILE]
 """
 
 import argparse
@@ -398,6 +398,12 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="tiny models only (a smoke test)")
     ap.add_argument("--dpu", action="store_true",
                     help="compile with --dpu (delayed parameter update)")
+    ap.add_argument("--bucket-bytes",
+                    help="zinc-compile --bucket-bytes (default: the cost model chooses; 0: "
+                         "one tensor to each collective)")
+    ap.add_argument("--compile-flag", action="append", default=[],
+                    help="another zinc-compile flag, e.g. --compile-flag=--reorder-compute=false "
+                         "(repeatable)")
     ap.add_argument("--batch", type=int, default=1,
                     help="sequences of 2048 tokens per rank for the GPT-3 sizes (default 1)")
     ap.add_argument("--time-passes", action="store_true",
@@ -432,6 +438,9 @@ def main(argv=None):
     flags = BUDGETS[args.budget] + (["--ranks=%d" % args.ranks] if args.ranks > 1 else [])
     if args.dpu:
         flags.append("--dpu")
+    if args.bucket_bytes is not None:
+        flags.append("--bucket-bytes=" + args.bucket_bytes)
+    flags += args.compile_flag
     if not args.out:
         args.out = os.path.join(HERE, "results", "compile_scale%s%s.json" % (
             "" if args.budget == "a100-80g" else "-" + args.budget,

@@ -86,6 +86,11 @@ static cl::opt<std::string> bucketBytes(
     cl::desc("Merge ZeRO collectives of one kind into buckets of up to SIZE bytes, each "
              "issued as one group (default: chosen by the cost model; 0: one tensor each)"),
     cl::value_desc("SIZE"), cl::cat(compileCategory));
+static cl::opt<bool> reorderCompute(
+    "reorder-compute",
+    cl::desc("With timed prefetches, move compute that does not depend on a late transfer "
+             "into the predicted wait for it (default true)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> delayUpdates(
     "dpu",
     cl::desc("Delayed parameter update: the host's optimizer update of a step overlaps the "
@@ -303,6 +308,7 @@ static Error compile() {
   ctx.memory.nvmeCapacity = hw->nvmeMem;
   ctx.memory.prefetchDistance = prefetchDistance;
   ctx.memory.searchPrefetchLead = prefetchDistance.getNumOccurrences() == 0;
+  ctx.memory.hoistIntoStalls = reorderCompute;
   if (!bucketBytes.empty()) {
     auto bytes = capacity("bucket-bytes", bucketBytes, 0);
     if (!bytes)

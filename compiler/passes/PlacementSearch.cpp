@@ -41,6 +41,8 @@ static void notePlacement(const PassContext &ctx, bool training, bool justBefore
                         : "";
   std::string buckets =
       mem.bucketBytes ? ", collectives in buckets of up to " + formatSize(mem.bucketBytes) : "";
+  if (mem.hoistedNodes && !justBeforeUse && mem.prefetchLead > 0)
+    buckets += ", " + std::to_string(mem.hoistedNodes) + " compute nodes moved into waits";
   if (training)
     ctx.note("placement: optimizer states and master weights in " +
              ir::tierName(mem.optimizerTier) + ", parameters in " +
@@ -245,6 +247,7 @@ static llvm::Expected<llvm::Optional<PrefetchChoice>> placeTimed(ir::Graph &g,
   ctx.layout = std::move(bestLayout);
   mem.prefetchLead = bestChoice->lead;
   mem.bucketBytes = bestChoice->bucketBytes;
+  mem.hoistedNodes = bestChoice->hoisted;
   mem.placedThrough = Placed::Allocation;
   return bestChoice;
 }

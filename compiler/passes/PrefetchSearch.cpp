@@ -12,6 +12,7 @@
 #include "zinc/passes/PrefetchSearch.h"
 #include "zinc/passes/BucketCollectives.h"
 #include "zinc/passes/EmitPlan.h"
+#include "zinc/passes/HoistIntoStalls.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PlacementSearch.h"
 #include <limits>
@@ -133,6 +134,48 @@ static llvm::Error searchBucketSizes(ir::Graph &g, PassContext &ctx,
   return llvm::Error::success();
 }
 
+/// Rounds of hoisting compute into the waits of the best plan's predicted
+/// timeline (HoistIntoStalls.h), each re-allocated and kept when it
+/// shortens the predicted step by 1%.
+static constexpr unsigned kHoistRounds = 3;
+/// A wait shorter than this many kernel launches is not worth filling.
+static constexpr double kMinStallLaunches = 4;
+
+static llvm::Error hoistIntoPredictedStalls(PassContext &ctx, std::unique_ptr<ir::Graph> &best,
+                                            std::shared_ptr<const TierLayout> &bestLayout,
+                                            PrefetchChoice &choice) {
+  MemoryOptions &mem = ctx.memory;
+  if (!best || !mem.hoistIntoStalls)
+    return llvm::Error::success();
+  double minStall = kMinStallLaunches * ctx.hardware->kernelLaunchSeconds;
+  for (unsigned round = 0; round < kHoistRounds; ++round) {
+    std::unique_ptr<ir::Graph> trial = best->clone();
+    size_t moved = hoistIntoStalls(*trial, choice.predicted.timeline, minStall);
+    if (!moved)
+      break;
+    mem.placedThrough = MemoryOptions::Placed::Homes;
+    ctx.layout.reset();
+    if (llvm::Error err = runPassesNamed(*trial, ctx, {"allocate"})) {
+      llvm::consumeError(std::move(err));
+      ctx.layout.reset();
+      break;
+    }
+    auto predicted = predict(*trial, ctx);
+    if (!predicted)
+      return predicted.takeError();
+    if (!(predicted->stepSeconds < choice.predicted.stepSeconds * (1 - kMinGain))) {
+      ctx.layout.reset();
+      break;
+    }
+    best = std::move(trial);
+    bestLayout = ctx.layout;
+    choice.hoisted += moved;
+    choice.predicted = std::move(*predicted);
+    ctx.layout.reset();
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error chooseBucketSize(const ir::Graph &g, PassContext &ctx) {
   MemoryOptions &mem = ctx.memory;
   if (mem.bucketBytesFixed || !ctx.hardware || g.ranks <= 1)
@@ -202,6 +245,8 @@ llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
   }
   if (llvm::Error err = searchBucketSizes(g, ctx, best, bestLayout, choice))
     return std::move(err);
+  if (llvm::Error err = hoistIntoPredictedStalls(ctx, best, bestLayout, choice))
+    return std::move(err);
   if (!best) {
     mem.nvmeFetchesFirst = true;
     mem.prefetchLead = 0;
@@ -212,6 +257,7 @@ llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
   mem.prefetchLead = choice.lead;
   mem.prefetchCountsQueue = choice.countsQueue;
   mem.nvmeFetchesFirst = choice.nvmeFetchesFirst;
+  mem.hoistedNodes = choice.hoisted;
   mem.placedThrough = MemoryOptions::Placed::Allocation;
   return choice;
 }

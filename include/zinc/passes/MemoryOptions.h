@@ -113,6 +113,12 @@ struct MemoryOptions {
   /// --bucket-bytes was given: the search keeps bucketBytes instead of
   /// choosing it.
   bool bucketBytesFixed = false;
+  /// With prefetchLead: the search moves independent compute into the
+  /// chosen plan's predicted waits (HoistIntoStalls.h); --reorder-compute=false
+  /// turns it off.
+  bool hoistIntoStalls = true;
+  /// Set by place: compute nodes it moved so.
+  size_t hoistedNodes = 0;
   /// place chooses prefetchLead by simulating the plans it allows (the
   /// default of zinc-compile without --prefetch-distance).
   bool searchPrefetchLead = false;

@@ -16,6 +16,8 @@ struct PrefetchChoice {
   bool nvmeFetchesFirst = true;
   /// The collectives' bucket size (0: one tensor each).
   uint64_t bucketBytes = 0;
+  /// Compute nodes moved into predicted waits (HoistIntoStalls.h).
+  size_t hoisted = 0;
   plan::Prediction predicted;
 };
 
@@ -31,7 +33,9 @@ struct PrefetchChoice {
 /// lead) and the choice is returned; None when none fits, `g` untouched.
 /// Last, unless --bucket-bytes fixed it, the collectives' bucket sizes of
 /// bucketSizesToTry are tried at the chosen lead, each kept when it gains
-/// 1% (BucketCollectives.h).
+/// 1% (BucketCollectives.h). Then compute is moved into the chosen plan's
+/// predicted waits (HoistIntoStalls.h), a round at a time, while the
+/// allocator proves it and the step shortens by 1%.
 llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
                                                                   PassContext &ctx);
 

@@ -1,0 +1,142 @@
+//===- HoistIntoStalls.cpp - Independent compute fills the waits ----------===//
+//
+// One walk over the nodes in their order, with the predicted timeline of
+// that order: a compute node that starts later than the compute before it
+// ended waits for an event (a transfer, a collective). The nodes after it
+// are scanned; those that stay keep a record of what they define, write
+// and read, against which each later candidate is checked.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/passes/HoistIntoStalls.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include <algorithm>
+
+namespace zinc::passes {
+namespace {
+
+class Hoister {
+public:
+  Hoister(ir::Graph &g, llvm::ArrayRef<plan::PredictedInstruction> timeline, double minStall,
+          size_t window)
+      : g(g), timeline(timeline), minStall(minStall), window(window) {}
+
+  size_t run() {
+    nodes.assign(g.nodes().begin(), g.nodes().end());
+    if (nodes.size() != timeline.size())
+      return 0; // Not this graph's timeline.
+    for (size_t i = 0; i < nodes.size(); ++i)
+      index[nodes[i]] = i;
+    moved.assign(nodes.size(), false);
+    size_t total = 0;
+    double computeFree = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i]->stream != ir::Stream::Compute)
+        continue;
+      double idleFrom = computeFree;
+      computeFree = timeline[i].end;
+      double stall = timeline[i].start - idleFrom;
+      if (moved[i] || stall < minStall)
+        continue;
+      total += fill(i, idleFrom, stall);
+    }
+    return total;
+  }
+
+private:
+  double seconds(size_t i) const { return timeline[i].end - timeline[i].start; }
+
+  /// Moves compute from after node `at` to just before it, covering up to
+  /// `stall` seconds of the wait that begins at `idleFrom`.
+  size_t fill(size_t at, double idleFrom, double stall) {
+    llvm::DenseSet<const ir::Value *> writtenBetween, readBetween;
+    llvm::DenseSet<const ir::Node *> hoisted;
+    auto stays = [&](const ir::Node &n) {
+      for (unsigned k = 0; k < n.inputs.size(); ++k)
+        if (const ir::Value *v = n.inputs[k]) {
+          readBetween.insert(v);
+          if (n.writesInput(k))
+            writtenBetween.insert(v);
+        }
+      for (const ir::Value *v : n.outputs)
+        if (v)
+          writtenBetween.insert(v);
+    };
+    stays(*nodes[at]);
+    std::vector<ir::Node *> chosen;
+    double covered = 0;
+    for (size_t j = at + 1; j < nodes.size() && j <= at + window && covered < stall; ++j) {
+      if (moved[j])
+        continue; // Already ahead of an earlier wait.
+      ir::Node &m = *nodes[j];
+      if (m.stream == ir::Stream::Compute && independent(m, writtenBetween, readBetween) &&
+          readyBy(m, j, idleFrom + covered, hoisted)) {
+        chosen.push_back(&m);
+        hoisted.insert(&m);
+        moved[j] = true;
+        covered += seconds(j);
+        continue;
+      }
+      stays(m);
+    }
+    for (ir::Node *m : chosen)
+      g.moveBefore(m, nodes[at]);
+    return chosen.size();
+  }
+
+  /// Whether `m` can run before the nodes that stay between the wait and it.
+  static bool independent(const ir::Node &m,
+                          const llvm::DenseSet<const ir::Value *> &writtenBetween,
+                          const llvm::DenseSet<const ir::Value *> &readBetween) {
+    for (unsigned k = 0; k < m.inputs.size(); ++k) {
+      const ir::Value *v = m.inputs[k];
+      if (!v)
+        continue;
+      if (writtenBetween.count(v))
+        return false; // It reads what they produce or update.
+      if (m.writesInput(k) && readBetween.count(v))
+        return false; // It would update what they read first.
+    }
+    return true;
+  }
+
+  /// Whether every value `m` (at position j) reads is predicted complete by
+  /// `when`: its definition and in-place writers before it have ended, or
+  /// are among the nodes moved with it.
+  bool readyBy(const ir::Node &m, size_t j, double when,
+               const llvm::DenseSet<const ir::Node *> &hoisted) const {
+    auto done = [&](const ir::Node *writer) {
+      if (!writer || hoisted.count(writer))
+        return true;
+      auto it = index.find(writer);
+      return it == index.end() || it->second >= j || timeline[it->second].end <= when;
+    };
+    for (const ir::Value *v : m.inputs) {
+      if (!v)
+        continue;
+      if (!done(v->def))
+        return false;
+      for (const ir::Use &u : v->uses())
+        if (u.user != &m && u.user->writesInput(u.operand) && !done(u.user))
+          return false;
+    }
+    return true;
+  }
+
+  ir::Graph &g;
+  llvm::ArrayRef<plan::PredictedInstruction> timeline;
+  double minStall;
+  size_t window;
+  std::vector<ir::Node *> nodes;
+  llvm::DenseMap<const ir::Node *, size_t> index;
+  std::vector<bool> moved;
+};
+
+} // namespace
+
+size_t hoistIntoStalls(ir::Graph &g, llvm::ArrayRef<plan::PredictedInstruction> timeline,
+                       double minStallSeconds, size_t window) {
+  return Hoister(g, timeline, minStallSeconds, window).run();
+}
+
+} // namespace zinc::passes
