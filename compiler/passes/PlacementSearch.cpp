@@ -41,7 +41,7 @@ static void notePlacement(const PassContext &ctx, bool training, bool justBefore
                         : "";
   std::string buckets =
       mem.bucketBytes ? ", collectives in buckets of up to " + formatSize(mem.bucketBytes) : "";
-  if (mem.hoistedNodes && !justBeforeUse && mem.prefetchLead > 0)
+  if (mem.hoistedNodes)
     buckets += ", " + std::to_string(mem.hoistedNodes) + " compute nodes moved into waits";
   if (training)
     ctx.note("placement: optimizer states and master weights in " +
@@ -158,6 +158,16 @@ static bool searchesLead(const PassContext &ctx) {
   return ctx.memory.searchPrefetchLead && ctx.hardware;
 }
 
+/// With the cost model choosing the schedule: compute of the allocated `g`
+/// moves into the waits of its predicted timeline (ZeRO-3's gathers on a
+/// plan with nothing to prefetch), when that is proven and faster.
+static llvm::Error reorderWhenSearching(ir::Graph &g, PassContext &ctx) {
+  if (!searchesLead(ctx))
+    return llvm::Error::success();
+  auto moved = reorderIntoPredictedWaits(g, ctx);
+  return moved ? llvm::Error::success() : moved.takeError();
+}
+
 /// One placement, two prefetch distances (the requested one, then 0): both
 /// share the homes and the copies, so they are made once on `g`. When the
 /// GPU fits without spilling, nothing needs trying on a copy of the graph.
@@ -174,6 +184,8 @@ static llvm::Expected<bool> placeWithFallbackDistance(ir::Graph &g, PassContext 
     llvm::Error err = runPassesNamed(g, ctx, {"allocate"});
     if (!err) {
       mem.placedThrough = Placed::Allocation;
+      if (auto err = reorderWhenSearching(g, ctx))
+        return std::move(err);
       note();
       return true;
     }
@@ -279,6 +291,7 @@ static llvm::Expected<bool> placeWithLeadSearch(ir::Graph &g, PassContext &ctx,
 
 llvm::Expected<bool> choosePlacement(ir::Graph &g, PassContext &ctx) {
   ctx.memory.placedThrough = Placed::Homes;
+  ctx.memory.hoistedNodes = 0;
   ctx.layout.reset();
   MemoryOptions &mem = ctx.memory;
   // Without an optimizer (inference) only the parameters' home matters.
@@ -354,6 +367,9 @@ llvm::Expected<bool> choosePlacement(ir::Graph &g, PassContext &ctx) {
     }
     g.swap(*trial); // Its values are now g's, so the proven layout holds.
     mem.placedThrough = Placed::Allocation;
+    if (!attempt.timed)
+      if (auto err = reorderWhenSearching(g, ctx))
+        return std::move(err);
     notePlacement(ctx, training,
                   !attempt.timed && attempt.distance == 0 && (search || distance > 0));
     return true;

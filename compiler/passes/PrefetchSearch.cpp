@@ -19,6 +19,8 @@
 
 namespace zinc::passes {
 
+using Placed = MemoryOptions::Placed;
+
 static constexpr double kLeads[] = {1, 2, 4, 8};
 /// A longer lead must shorten the predicted step by this much to be kept.
 static constexpr double kMinGain = 0.01;
@@ -141,39 +143,59 @@ static constexpr unsigned kHoistRounds = 3;
 /// A wait shorter than this many kernel launches is not worth filling.
 static constexpr double kMinStallLaunches = 4;
 
-static llvm::Error hoistIntoPredictedStalls(PassContext &ctx, std::unique_ptr<ir::Graph> &best,
-                                            std::shared_ptr<const TierLayout> &bestLayout,
-                                            PrefetchChoice &choice) {
+/// Rounds of hoistIntoStalls on `current` (allocated, `layout` its proven
+/// layout, `predicted` its step), each on a copy, re-allocated and kept
+/// (swapped into `current`) when it shortens the step by 1%. Returns the
+/// nodes moved.
+static llvm::Expected<size_t> hoistRounds(ir::Graph &current, PassContext &ctx,
+                                          std::shared_ptr<const TierLayout> &layout,
+                                          plan::Prediction &predicted) {
   MemoryOptions &mem = ctx.memory;
-  if (!best || !mem.hoistIntoStalls)
-    return llvm::Error::success();
+  if (!mem.hoistIntoStalls || !ctx.hardware)
+    return 0;
   double minStall = kMinStallLaunches * ctx.hardware->kernelLaunchSeconds;
+  size_t total = 0;
+  Placed was = mem.placedThrough;
   for (unsigned round = 0; round < kHoistRounds; ++round) {
-    std::unique_ptr<ir::Graph> trial = best->clone();
-    size_t moved = hoistIntoStalls(*trial, choice.predicted.timeline, minStall);
+    std::unique_ptr<ir::Graph> trial = current.clone();
+    size_t moved = hoistIntoStalls(*trial, predicted.timeline, minStall);
     if (!moved)
       break;
-    mem.placedThrough = MemoryOptions::Placed::Homes;
+    mem.placedThrough = Placed::Homes;
     ctx.layout.reset();
     if (llvm::Error err = runPassesNamed(*trial, ctx, {"allocate"})) {
       llvm::consumeError(std::move(err));
-      ctx.layout.reset();
       break;
     }
-    auto predicted = predict(*trial, ctx);
-    if (!predicted)
-      return predicted.takeError();
-    if (!(predicted->stepSeconds < choice.predicted.stepSeconds * (1 - kMinGain))) {
-      ctx.layout.reset();
+    auto step = predict(*trial, ctx);
+    if (!step)
+      return step.takeError();
+    if (!(step->stepSeconds < predicted.stepSeconds * (1 - kMinGain)))
       break;
-    }
-    best = std::move(trial);
-    bestLayout = ctx.layout;
-    choice.hoisted += moved;
-    choice.predicted = std::move(*predicted);
-    ctx.layout.reset();
+    current.swap(*trial); // Its values are now current's, so the layout holds.
+    layout = ctx.layout;
+    predicted = std::move(*step);
+    total += moved;
   }
-  return llvm::Error::success();
+  ctx.layout.reset();
+  mem.placedThrough = was;
+  return total;
+}
+
+llvm::Expected<size_t> reorderIntoPredictedWaits(ir::Graph &g, PassContext &ctx) {
+  if (!ctx.memory.hoistIntoStalls || !ctx.hardware || !ctx.layout ||
+      ctx.memory.placedThrough != Placed::Allocation)
+    return 0;
+  auto predicted = predict(g, ctx);
+  if (!predicted)
+    return predicted.takeError();
+  std::shared_ptr<const TierLayout> layout = ctx.layout;
+  auto moved = hoistRounds(g, ctx, layout, *predicted);
+  ctx.layout = std::move(layout);
+  ctx.memory.placedThrough = Placed::Allocation;
+  if (moved)
+    ctx.memory.hoistedNodes = *moved;
+  return moved;
 }
 
 llvm::Error chooseBucketSize(const ir::Graph &g, PassContext &ctx) {
@@ -245,8 +267,12 @@ llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
   }
   if (llvm::Error err = searchBucketSizes(g, ctx, best, bestLayout, choice))
     return std::move(err);
-  if (llvm::Error err = hoistIntoPredictedStalls(ctx, best, bestLayout, choice))
-    return std::move(err);
+  if (best) {
+    auto moved = hoistRounds(*best, ctx, bestLayout, choice.predicted);
+    if (!moved)
+      return moved.takeError();
+    choice.hoisted = *moved;
+  }
   if (!best) {
     mem.nvmeFetchesFirst = true;
     mem.prefetchLead = 0;
