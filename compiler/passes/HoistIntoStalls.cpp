@@ -134,6 +134,24 @@ private:
 
 } // namespace
 
+double predictedComputeWaits(const ir::Graph &g,
+                             llvm::ArrayRef<plan::PredictedInstruction> timeline,
+                             double minStallSeconds) {
+  if (g.numNodes() != timeline.size())
+    return 0;
+  double total = 0, computeFree = 0;
+  size_t i = 0;
+  for (const ir::Node *n : g.nodes()) {
+    const plan::PredictedInstruction &at = timeline[i++];
+    if (n->stream != ir::Stream::Compute)
+      continue;
+    if (at.start - computeFree >= minStallSeconds)
+      total += at.start - computeFree;
+    computeFree = at.end;
+  }
+  return total;
+}
+
 size_t hoistIntoStalls(ir::Graph &g, llvm::ArrayRef<plan::PredictedInstruction> timeline,
                        double minStallSeconds, size_t window) {
   return Hoister(g, timeline, minStallSeconds, window).run();

@@ -96,7 +96,9 @@ static llvm::Error searchFamilies(ir::Graph &g, PassContext &ctx,
 /// At the chosen lead and queue orders, the collectives' bucket sizes from
 /// the smallest up; each kept when it shortens the predicted step by 1%.
 /// Larger buckets hold more bytes (gathers run earlier, reductions wait for
-/// their last member), so the first that does not fit ends the search.
+/// their last member), so the first that does not fit or does not gain
+/// ends the search. (What a bucket saves is more than its latency: a
+/// gather moved up to its bucket's first member also starts earlier.)
 static llvm::Error searchBucketSizes(ir::Graph &g, PassContext &ctx,
                                      std::unique_ptr<ir::Graph> &best,
                                      std::shared_ptr<const TierLayout> &bestLayout,
@@ -104,10 +106,9 @@ static llvm::Error searchBucketSizes(ir::Graph &g, PassContext &ctx,
   MemoryOptions &mem = ctx.memory;
   if (mem.bucketBytesFixed || !best)
     return llvm::Error::success();
-  bool collectives = llvm::any_of(g.nodes(), [](const ir::Node *n) {
-    return n->stream == ir::Stream::Collective;
-  });
-  if (!collectives)
+  // One rank has no collectives; a step within 1% of its bound has
+  // nothing left to gain.
+  if (g.ranks <= 1 || choice.predicted.overlapEfficiency() >= 1 - kMinGain)
     return llvm::Error::success();
   mem.prefetchLead = choice.lead;
   mem.prefetchCountsQueue = choice.countsQueue;
@@ -124,12 +125,14 @@ static llvm::Error searchBucketSizes(ir::Graph &g, PassContext &ctx,
     auto predicted = predict(*trial, ctx);
     if (!predicted)
       return predicted.takeError();
-    if (predicted->stepSeconds < choice.predicted.stepSeconds * (1 - kMinGain)) {
-      best = std::move(trial);
-      bestLayout = ctx.layout;
-      choice.bucketBytes = bytes;
-      choice.predicted = std::move(*predicted);
+    if (!(predicted->stepSeconds < choice.predicted.stepSeconds * (1 - kMinGain))) {
+      ctx.layout.reset();
+      break; // Larger ones would save little more, holding more memory.
     }
+    best = std::move(trial);
+    bestLayout = ctx.layout;
+    choice.bucketBytes = bytes;
+    choice.predicted = std::move(*predicted);
     ctx.layout.reset();
   }
   mem.bucketBytes = choice.bucketBytes;
@@ -157,6 +160,10 @@ static llvm::Expected<size_t> hoistRounds(ir::Graph &current, PassContext &ctx,
   size_t total = 0;
   Placed was = mem.placedThrough;
   for (unsigned round = 0; round < kHoistRounds; ++round) {
+    // All hoisting can gain is the waits: not worth a trial when small.
+    if (predictedComputeWaits(current, predicted.timeline, minStall) <
+        kMinGain * predicted.stepSeconds)
+      break;
     std::unique_ptr<ir::Graph> trial = current.clone();
     size_t moved = hoistIntoStalls(*trial, predicted.timeline, minStall);
     if (!moved)
@@ -227,10 +234,10 @@ llvm::Error chooseBucketSize(const ir::Graph &g, PassContext &ctx) {
     ctx.layout.reset();
     if (!predicted)
       return predicted.takeError();
-    if (predicted->stepSeconds < bestStep * (1 - kMinGain)) {
-      bestStep = predicted->stepSeconds;
-      chosen = bytes;
-    }
+    if (!(predicted->stepSeconds < bestStep * (1 - kMinGain)))
+      break; // Larger ones would save little more, holding more memory.
+    bestStep = predicted->stepSeconds;
+    chosen = bytes;
   }
   mem.bucketBytes = chosen;
   return llvm::Error::success();

@@ -31,6 +31,13 @@ namespace zinc::passes {
 ///     plus the predicted time of the nodes moved before them;
 /// until their predicted time covers the wait. Moved nodes keep their
 /// order. Returns the number of nodes moved. O(nodes x window).
+/// The seconds compute waits in `timeline` (of `g` as it is), counting
+/// waits of at least `minStallSeconds`: all that hoisting can fill, so the
+/// search skips it when this is a small part of the step.
+double predictedComputeWaits(const ir::Graph &g,
+                             llvm::ArrayRef<plan::PredictedInstruction> timeline,
+                             double minStallSeconds);
+
 size_t hoistIntoStalls(ir::Graph &g, llvm::ArrayRef<plan::PredictedInstruction> timeline,
                        double minStallSeconds, size_t window = 64);
 

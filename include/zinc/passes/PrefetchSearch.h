@@ -43,8 +43,8 @@ llvm::Expected<llvm::Optional<PrefetchChoice>> choosePrefetchLead(ir::Graph &g,
 /// sets ctx.memory.bucketBytes to the collectives' bucket size (none, then
 /// bucketSizesToTry's from the smallest up) whose plan of `g` (the graph
 /// before placement, left untouched) has the fastest predicted step, each
-/// size kept when it gains 1%; the first that does not fit ends the
-/// search. Nothing when --bucket-bytes fixed it, or without ranks or a
+/// size kept when it gains 1%; the first that does not fit or gain ends
+/// the search. Nothing when --bucket-bytes fixed it, or without ranks or a
 /// hardware description.
 llvm::Error chooseBucketSize(const ir::Graph &g, PassContext &ctx);
 
