@@ -91,8 +91,22 @@ private:
 
   bool joins(const Bucket &b, const ir::Node &n) const {
     if (n.opType == "AllGather")
-      return completeAt(n) < pos(b.members.front());
+      return completeAt(n) < pos(b.members.front()) && !fedByCollective(n);
     return pos(&n) < b.deadline;
+  }
+
+  /// Whether a collective defines or writes what gather `n` reads: that one
+  /// may itself move down into a bucket of its own, past the gather's new
+  /// place, since both moves are judged on the original order.
+  bool fedByCollective(const ir::Node &n) const {
+    for (ir::Value *v : n.inputs) {
+      if (v->def && isBucketable(*v->def))
+        return true;
+      for (const ir::Use &u : v->uses())
+        if (u.user->writesInput(u.operand) && isBucketable(*u.user) && pos(u.user) < pos(&n))
+          return true;
+    }
+    return false;
   }
 
   void add(Bucket &b, ir::Node *n, uint64_t bytes) {

@@ -32,6 +32,22 @@ static constexpr double kMinGain = 0.01;
 /// costs, so a small predicted gain is not believed.
 static constexpr double kUnqueuedMinGain = 0.10;
 
+/// Runs `passes` on a trial copy. A trial that does not fit is the
+/// search's to handle (it ends that search), not an overflow of the
+/// compilation: zinc-compile's retry with smaller tiles and checkpoints
+/// must not see it (MemoryOptions::gpuOverflowed).
+static bool compilesTrial(ir::Graph &trial, PassContext &ctx,
+                          std::initializer_list<llvm::StringRef> passes) {
+  bool overflowed = ctx.memory.gpuOverflowed;
+  llvm::Error err = runPassesNamed(trial, ctx, passes);
+  if (!err)
+    return true;
+  llvm::consumeError(std::move(err));
+  ctx.memory.gpuOverflowed = overflowed;
+  ctx.layout.reset();
+  return false;
+}
+
 /// The predicted step of `g` as allocate left it (its layout in ctx).
 static llvm::Expected<plan::Prediction> predict(const ir::Graph &g, const PassContext &ctx) {
   EmitOptions opts;
@@ -61,12 +77,8 @@ static llvm::Error searchFamilies(ir::Graph &g, PassContext &ctx,
     for (double lead : kLeads) {
       mem.prefetchLead = lead;
       std::unique_ptr<ir::Graph> trial = g.clone();
-      if (llvm::Error err =
-              runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"})) {
-        llvm::consumeError(std::move(err));
-        ctx.layout.reset();
+      if (!compilesTrial(*trial, ctx, {"insert-transfers", "spill", "allocate"}))
         break;
-      }
       auto predicted = predict(*trial, ctx);
       if (!predicted)
         return predicted.takeError();
@@ -116,12 +128,8 @@ static llvm::Error searchBucketSizes(ir::Graph &g, PassContext &ctx,
   for (uint64_t bytes : bucketSizesToTry(*ctx.hardware, g.ranks)) {
     mem.bucketBytes = bytes;
     std::unique_ptr<ir::Graph> trial = g.clone();
-    if (llvm::Error err =
-            runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"})) {
-      llvm::consumeError(std::move(err));
-      ctx.layout.reset();
+    if (!compilesTrial(*trial, ctx, {"insert-transfers", "spill", "allocate"}))
       break;
-    }
     auto predicted = predict(*trial, ctx);
     if (!predicted)
       return predicted.takeError();
@@ -170,10 +178,8 @@ static llvm::Expected<size_t> hoistRounds(ir::Graph &current, PassContext &ctx,
       break;
     mem.placedThrough = Placed::Homes;
     ctx.layout.reset();
-    if (llvm::Error err = runPassesNamed(*trial, ctx, {"allocate"})) {
-      llvm::consumeError(std::move(err));
+    if (!compilesTrial(*trial, ctx, {"allocate"}))
       break;
-    }
     auto step = predict(*trial, ctx);
     if (!step)
       return step.takeError();
@@ -223,11 +229,9 @@ llvm::Error chooseBucketSize(const ir::Graph &g, PassContext &ctx) {
       llvm::consumeError(placed.takeError());
       break;
     }
-    llvm::Error err = runPassesNamed(*trial, ctx, {"insert-transfers", "spill", "allocate"});
+    bool compiles = compilesTrial(*trial, ctx, {"insert-transfers", "spill", "allocate"});
     ctx.memory.placedThrough = MemoryOptions::Placed::Homes;
-    if (err) {
-      llvm::consumeError(std::move(err));
-      ctx.layout.reset();
+    if (!compiles) {
       break;
     }
     auto predicted = predict(*trial, ctx);

@@ -122,7 +122,8 @@ public:
                                  displs.data(), type, MPI_COMM_WORLD, &req))
       return failed(rc, what);
     return complete(req, what,
-                    [this, count, dtype] { bytes().allgather += count * dtypeSize(dtype); });
+                    [this, count, dtype] { bytes().allgather += count * dtypeSize(dtype); },
+                    std::move(counts), std::move(displs));
   }
 
   llvm::Error gather(const void *shard, void *whole, int64_t count, int64_t shardCount,
@@ -166,11 +167,14 @@ public:
     if (int rc = MPI_Ireduce_scatter(whole, shard, counts.data(), type->first, type->second,
                                      MPI_COMM_WORLD, &req))
       return failed(rc, what);
-    return complete(req, what, [this, shard, mine, dtype, op, finish] {
-      if (op == ReduceOp::Mean)
-        scale(shard, mine, dtype);
-      finish();
-    });
+    return complete(
+        req, what,
+        [this, shard, mine, dtype, op, finish] {
+          if (op == ReduceOp::Mean)
+            scale(shard, mine, dtype);
+          finish();
+        },
+        std::move(counts));
   }
 
   llvm::Error broadcast(void *data, size_t bytes, unsigned root,
@@ -199,18 +203,25 @@ public:
   }
 
 private:
-  /// A collective issued in a group, waiting for its end.
+  /// A collective issued in a group, waiting for its end, with the count
+  /// and displacement arrays MPI reads until then (a vector collective's
+  /// arrays must outlive its request).
   struct Pending {
     MPI_Request req;
     std::string what;
     std::function<void()> finish;
+    std::vector<int> counts, displs;
   };
 
   /// Waits for `req` and runs `finish` (what follows the transfer: a mean's
-  /// scaling, the counters), or, in a group, leaves both to endGroup.
-  llvm::Error complete(MPI_Request req, llvm::StringRef what, std::function<void()> finish) {
+  /// scaling, the counters), or, in a group, leaves both to endGroup,
+  /// keeping the request's `counts` and `displs` alive until then.
+  llvm::Error complete(MPI_Request req, llvm::StringRef what, std::function<void()> finish,
+                       std::vector<int> counts = {}, std::vector<int> displs = {}) {
     if (grouped) {
-      pending.push_back({req, what.str(), std::move(finish)});
+      // Moving a vector keeps its buffer, which the request points into.
+      pending.push_back({req, what.str(), std::move(finish), std::move(counts),
+                         std::move(displs)});
       return llvm::Error::success();
     }
     if (auto err = wait(req, what))

@@ -80,6 +80,23 @@ TEST(BucketCollectivesTest, AGatherWaitsForItsShardToBeComplete) {
   EXPECT_EQ(r.nodes[0], "AllGather(a)");
 }
 
+TEST(BucketCollectivesTest, AGatherOfACollectivesResultStaysBehindIt) {
+  // ar-b and ar-c merge at ar-c; gb reads what ar-b writes, so it must not
+  // move up to ga, ahead of the bucket that now writes b.
+  Bucketed r = bucket(R"(
+  zinc.AllReduce(%b) name "ar-b" on collective {op = "sum" : string}
+  %A : f32[128] = zinc.AllGather(%a) name "ga" on collective
+  %y1 : f32[128] = Add(%x, %A)
+  zinc.AllReduce(%c) name "ar-c" on collective {op = "sum" : string}
+  %B : f32[128] = zinc.AllGather(%b) name "gb" on collective
+  %y2 : f32[128] = Add(%y1, %B)
+  output %y2
+)", 1 << 20);
+  EXPECT_EQ(r.merged, 1u);
+  EXPECT_EQ(r.nodes, (Names{"AllGather(a)", "Add(x,A)", "AllReduce(b,c)", "AllGather(b)",
+                            "Add(y1,B)"}));
+}
+
 TEST(BucketCollectivesTest, ReductionsMergeAtTheLastBeforeTheirResultsAreRead) {
   // Gradients reduce-scattered as they complete: the first two wait for
   // the second; the third's bucket closes when the second's shard is read.
