@@ -43,6 +43,7 @@ Hardware thisMachine() {
   hw.kernelLaunchSeconds = 2e-6;
   hw.gemmLaunchSeconds = 10e-6;
   hw.eventWaitSeconds = 20e-6;
+  hw.copyEngines = false; // The cpu backend copies on its own cores.
   hw.hostToDeviceBandwidth = hw.deviceToHostBandwidth = 10e9;
   hw.gpusPerHostLink = 1;
   hw.cpuMemBandwidth = 20e9;
@@ -57,7 +58,7 @@ Hardware thisMachine() {
 }
 
 /// Rates must be positive; durations (latencies, launch costs) may be 0.
-enum class FieldKind { Size, Count, Rate, Seconds };
+enum class FieldKind { Size, Count, Rate, Seconds, Flag };
 
 struct Field {
   const char *key;
@@ -65,6 +66,7 @@ struct Field {
   uint64_t Hardware::*size = nullptr;
   unsigned Hardware::*count = nullptr;
   double Hardware::*rate = nullptr;
+  bool Hardware::*flag = nullptr;
 };
 
 Field sizeField(const char *key, uint64_t Hardware::*m) { return {key, FieldKind::Size, m}; }
@@ -76,6 +78,9 @@ Field rateField(const char *key, double Hardware::*m) {
 }
 Field secondsField(const char *key, double Hardware::*m) {
   return {key, FieldKind::Seconds, nullptr, nullptr, m};
+}
+Field flagField(const char *key, bool Hardware::*m) {
+  return {key, FieldKind::Flag, nullptr, nullptr, nullptr, m};
 }
 
 const std::vector<Field> &fields() {
@@ -90,6 +95,7 @@ const std::vector<Field> &fields() {
       secondsField("kernel_launch_seconds", &Hardware::kernelLaunchSeconds),
       secondsField("gemm_launch_seconds", &Hardware::gemmLaunchSeconds),
       secondsField("event_wait_seconds", &Hardware::eventWaitSeconds),
+      flagField("copy_engines", &Hardware::copyEngines),
       rateField("h2d_bandwidth", &Hardware::hostToDeviceBandwidth),
       rateField("d2h_bandwidth", &Hardware::deviceToHostBandwidth),
       countField("gpus_per_host_link", &Hardware::gpusPerHostLink),
@@ -188,6 +194,13 @@ llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardwa
       if (!n || *n < 1 || *n > 1u << 20)
         return makeError(where + ": " + k + " must be a whole number between 1 and 2^20");
       hw.*(field->count) = static_cast<unsigned>(*n);
+      break;
+    }
+    case FieldKind::Flag: {
+      auto b = value.getAsBoolean();
+      if (!b)
+        return makeError(where + ": " + k + " must be true or false");
+      hw.*(field->flag) = *b;
       break;
     }
     case FieldKind::Rate:
@@ -318,6 +331,9 @@ std::string hardwareToJson(const Hardware &hw) {
     case FieldKind::Rate:
     case FieldKind::Seconds:
       o[f.key] = hw.*(f.rate);
+      break;
+    case FieldKind::Flag:
+      o[f.key] = hw.*(f.flag);
       break;
     }
   }

@@ -162,7 +162,9 @@ static llvm::Expected<size_t> hoistRounds(ir::Graph &current, PassContext &ctx,
                                           std::shared_ptr<const TierLayout> &layout,
                                           plan::Prediction &predicted) {
   MemoryOptions &mem = ctx.memory;
-  if (!mem.hoistIntoStalls || !ctx.hardware)
+  // Where the compute's own cores copy, a wait filled with compute is a
+  // core taken from the copy: the simulation's gain is not there.
+  if (!mem.hoistIntoStalls || !ctx.hardware || !ctx.hardware->copyEngines)
     return 0;
   double minStall = kMinStallLaunches * ctx.hardware->kernelLaunchSeconds;
   size_t total = 0;
@@ -196,7 +198,8 @@ static llvm::Expected<size_t> hoistRounds(ir::Graph &current, PassContext &ctx,
 }
 
 llvm::Expected<size_t> reorderIntoPredictedWaits(ir::Graph &g, PassContext &ctx) {
-  if (!ctx.memory.hoistIntoStalls || !ctx.hardware || !ctx.layout ||
+  if (!ctx.memory.hoistIntoStalls || !ctx.hardware || !ctx.hardware->copyEngines ||
+      !ctx.layout ||
       ctx.memory.placedThrough != Placed::Allocation)
     return 0;
   auto predicted = predict(g, ctx);

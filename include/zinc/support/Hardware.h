@@ -44,6 +44,12 @@ struct Hardware {
   /// What an instruction pays, beyond its own cost, when it has to wait
   /// for an event another stream signals (the waiting stream's wake-up).
   double eventWaitSeconds = 0;
+  /// Whether transfers run on engines of their own beside compute (a GPU's
+  /// copy engines), rather than on the cores compute runs on (the cpu
+  /// backend's copies and I/O threads share its cores). Only then does
+  /// moving compute into a transfer's wait gain what the simulation, which
+  /// runs streams side by side, predicts (HoistIntoStalls.h).
+  bool copyEngines = false;
   /// One host link (PCIe), each way; `gpusPerHostLink` GPUs share it.
   double hostToDeviceBandwidth = 0;
   double deviceToHostBandwidth = 0;

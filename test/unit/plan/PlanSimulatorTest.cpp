@@ -288,6 +288,11 @@ TEST(HardwareDescription, JsonRoundTripsAndPresetsLoad) {
   EXPECT_EQ(v100->gpuMem, 32ull << 30);
   EXPECT_EQ(v100->gpusPerNode, 16u);
   EXPECT_DOUBLE_EQ(v100->gpuFlopsHalf, 125e12);
+  // GPUs copy on engines of their own; the cpu backend on its cores.
+  EXPECT_TRUE(v100->copyEngines);
+  auto cpu = loadHardware("cpu");
+  ASSERT_TRUE(static_cast<bool>(cpu));
+  EXPECT_FALSE(cpu->copyEngines);
 }
 
 TEST(HardwareDescription, BadFieldsAreNamed) {
@@ -298,6 +303,8 @@ TEST(HardwareDescription, BadFieldsAreNamed) {
   EXPECT_EQ(error(R"({"gpu_memory": "8GiB"})"),
             "hw.json: unknown field 'gpu_memory' (docs/hardware.md lists them)");
   EXPECT_EQ(error(R"({"h2d_bandwidth": -1})"), "hw.json: h2d_bandwidth must be a positive number");
+  EXPECT_EQ(error(R"({"copy_engines": 1})"), "hw.json: copy_engines must be true or false");
+  EXPECT_EQ(error(R"({"copy_engines": true})"), "");
   EXPECT_EQ(error(R"({"h2d_bandwidth": 0})"), "hw.json: h2d_bandwidth must be a positive number");
   // Latencies and launch costs may be zero, not negative.
   EXPECT_EQ(error(R"({"kernel_launch_seconds": 0, "inter_node_latency": 0})"), "");
