@@ -32,22 +32,6 @@ static constexpr double kMinGain = 0.01;
 /// costs, so a small predicted gain is not believed.
 static constexpr double kUnqueuedMinGain = 0.10;
 
-/// Runs `passes` on a trial copy. A trial that does not fit is the
-/// search's to handle (it ends that search), not an overflow of the
-/// compilation: zinc-compile's retry with smaller tiles and checkpoints
-/// must not see it (MemoryOptions::gpuOverflowed).
-static bool compilesTrial(ir::Graph &trial, PassContext &ctx,
-                          std::initializer_list<llvm::StringRef> passes) {
-  bool overflowed = ctx.memory.gpuOverflowed;
-  llvm::Error err = runPassesNamed(trial, ctx, passes);
-  if (!err)
-    return true;
-  llvm::consumeError(std::move(err));
-  ctx.memory.gpuOverflowed = overflowed;
-  ctx.layout.reset();
-  return false;
-}
-
 /// The predicted step of `g` as allocate left it (its layout in ctx).
 static llvm::Expected<plan::Prediction> predict(const ir::Graph &g, const PassContext &ctx) {
   EmitOptions opts;
@@ -60,6 +44,27 @@ static llvm::Expected<plan::Prediction> predict(const ir::Graph &g, const PassCo
   if (!plan)
     return plan.takeError();
   return plan::simulatePlan(*plan, *ctx.hardware);
+}
+
+/// Runs `passes` on a trial copy and predicts its step; None when the
+/// trial does not fit. A trial that does not fit is the search's to handle
+/// (it ends that search), not an overflow of the compilation: zinc-compile's
+/// retry with smaller tiles and checkpoints must not see it
+/// (MemoryOptions::gpuOverflowed).
+static llvm::Expected<llvm::Optional<plan::Prediction>>
+compileAndPredict(ir::Graph &trial, PassContext &ctx,
+                  std::initializer_list<llvm::StringRef> passes) {
+  bool overflowed = ctx.memory.gpuOverflowed;
+  if (llvm::Error err = runPassesNamed(trial, ctx, passes)) {
+    llvm::consumeError(std::move(err));
+    ctx.memory.gpuOverflowed = overflowed;
+    ctx.layout.reset();
+    return llvm::None;
+  }
+  auto predicted = predict(trial, ctx);
+  if (!predicted)
+    return predicted.takeError();
+  return std::move(*predicted);
 }
 
 /// Both timing families, each from the shortest lead up, at the queue
@@ -77,12 +82,13 @@ static llvm::Error searchFamilies(ir::Graph &g, PassContext &ctx,
     for (double lead : kLeads) {
       mem.prefetchLead = lead;
       std::unique_ptr<ir::Graph> trial = g.clone();
-      if (!compilesTrial(*trial, ctx, {"insert-transfers", "spill", "allocate"}))
-        break;
-      auto predicted = predict(*trial, ctx);
+      auto predicted = compileAndPredict(*trial, ctx, {"insert-transfers", "spill", "allocate"});
       if (!predicted)
         return predicted.takeError();
-      double step = predicted->stepSeconds;
+      if (!*predicted)
+        break;
+      double step = (*predicted)->stepSeconds;
+      double lowerBound = (*predicted)->lowerBoundSeconds;
       bool gains = step < familyBest * (1 - kMinGain);
       familyBest = std::min(familyBest, step);
       double needed = best && choice.countsQueue && !queued ? kUnqueuedMinGain : kMinGain;
@@ -93,10 +99,10 @@ static llvm::Error searchFamilies(ir::Graph &g, PassContext &ctx,
         choice.lead = lead;
         choice.countsQueue = queued;
         choice.nvmeFetchesFirst = mem.nvmeFetchesFirst;
-        choice.predicted = std::move(*predicted);
+        choice.predicted = std::move(**predicted);
       }
       ctx.layout.reset();
-      if (!gains || predicted->lowerBoundSeconds >= (1 - kMinGain) * step)
+      if (!gains || lowerBound >= (1 - kMinGain) * step)
         break;
     }
     if (choice.predicted.overlapEfficiency() >= 1 - kMinGain && best)
@@ -128,19 +134,18 @@ static llvm::Error searchBucketSizes(ir::Graph &g, PassContext &ctx,
   for (uint64_t bytes : bucketSizesToTry(*ctx.hardware, g.ranks)) {
     mem.bucketBytes = bytes;
     std::unique_ptr<ir::Graph> trial = g.clone();
-    if (!compilesTrial(*trial, ctx, {"insert-transfers", "spill", "allocate"}))
-      break;
-    auto predicted = predict(*trial, ctx);
+    auto predicted = compileAndPredict(*trial, ctx, {"insert-transfers", "spill", "allocate"});
     if (!predicted)
       return predicted.takeError();
-    if (!(predicted->stepSeconds < choice.predicted.stepSeconds * (1 - kMinGain))) {
+    if (!*predicted || !((*predicted)->stepSeconds <
+                         choice.predicted.stepSeconds * (1 - kMinGain))) {
       ctx.layout.reset();
       break; // Larger ones would save little more, holding more memory.
     }
     best = std::move(trial);
     bestLayout = ctx.layout;
     choice.bucketBytes = bytes;
-    choice.predicted = std::move(*predicted);
+    choice.predicted = std::move(**predicted);
     ctx.layout.reset();
   }
   mem.bucketBytes = choice.bucketBytes;
@@ -180,16 +185,14 @@ static llvm::Expected<size_t> hoistRounds(ir::Graph &current, PassContext &ctx,
       break;
     mem.placedThrough = Placed::Homes;
     ctx.layout.reset();
-    if (!compilesTrial(*trial, ctx, {"allocate"}))
-      break;
-    auto step = predict(*trial, ctx);
+    auto step = compileAndPredict(*trial, ctx, {"allocate"});
     if (!step)
       return step.takeError();
-    if (!(step->stepSeconds < predicted.stepSeconds * (1 - kMinGain)))
+    if (!*step || !((*step)->stepSeconds < predicted.stepSeconds * (1 - kMinGain)))
       break;
     current.swap(*trial); // Its values are now current's, so the layout holds.
     layout = ctx.layout;
-    predicted = std::move(*step);
+    predicted = std::move(**step);
     total += moved;
   }
   ctx.layout.reset();
@@ -232,18 +235,14 @@ llvm::Error chooseBucketSize(const ir::Graph &g, PassContext &ctx) {
       llvm::consumeError(placed.takeError());
       break;
     }
-    bool compiles = compilesTrial(*trial, ctx, {"insert-transfers", "spill", "allocate"});
+    auto predicted = compileAndPredict(*trial, ctx, {"insert-transfers", "spill", "allocate"});
     ctx.memory.placedThrough = MemoryOptions::Placed::Homes;
-    if (!compiles) {
-      break;
-    }
-    auto predicted = predict(*trial, ctx);
     ctx.layout.reset();
     if (!predicted)
       return predicted.takeError();
-    if (!(predicted->stepSeconds < bestStep * (1 - kMinGain)))
+    if (!*predicted || !((*predicted)->stepSeconds < bestStep * (1 - kMinGain)))
       break; // Larger ones would save little more, holding more memory.
-    bestStep = predicted->stepSeconds;
+    bestStep = (*predicted)->stepSeconds;
     chosen = bytes;
   }
   mem.bucketBytes = chosen;
