@@ -74,6 +74,19 @@ llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
   return llvm::Error::success();
 }
 
+ExecutionHooks::~ExecutionHooks() = default;
+
+llvm::Error runOnHost(Program &program, PreparedInstruction &inst,
+                      int64_t step, uint64_t seed, TransferBytes &bytes) {
+  detail::LaneStats stats;
+  llvm::Error err = runInstruction(program, inst, step, seed, stats);
+  bytes.h2d += stats.bytes.h2d;
+  bytes.d2h += stats.bytes.d2h;
+  bytes.nvmeRead += stats.bytes.nvmeRead;
+  bytes.nvmeWrite += stats.bytes.nvmeWrite;
+  return err;
+}
+
 llvm::Error nodeError(const PreparedInstruction &inst, llvm::Error err) {
   return addContext(std::move(err), "node '" + inst.source->name() + "' (" +
                                         inst.source->op() + ")");
@@ -90,6 +103,10 @@ Executor::create(Program &program, const ExecutorOptions &opts) {
   // value in plan order is the one reported.
   bool serial = opts.serial || opts.checkNumerics;
   auto impl = std::make_unique<Impl>(program, serial, opts.seed);
+  impl->hooks = opts.hooks;
+  if (opts.hooks && opts.checkNumerics)
+    return makeError("--check-numerics reads tensors in host memory; the cuda "
+                     "backend does not support it yet (use --backend=cpu)");
   if (opts.checkNumerics)
     impl->checkedBelow = lastCheckedInstruction(program);
   if (!serial) {

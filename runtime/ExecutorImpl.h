@@ -81,6 +81,8 @@ struct Executor::Impl {
 
   Program &program;
   bool serial;
+  /// A device backend's hooks, or null (the cpu backend).
+  ExecutionHooks *hooks = nullptr;
   /// The run's seed (ExecutorOptions::seed), passed to every kernel.
   uint64_t seed;
   std::vector<Lane> lanes;
@@ -122,8 +124,9 @@ struct Executor::Impl {
     return true;
   }
 
-  /// Blocks `lane` until `inst`'s waits are satisfied; false when the step
-  /// failed.
+  /// Blocks `lane` until `inst`'s waits are satisfied (with a device
+  /// backend, until the device work it waits for is ordered before it);
+  /// false when the step failed.
   bool waitFor(Lane &lane, const PreparedInstruction &inst) {
     if (!inst.waits.empty()) {
       std::unique_lock<std::mutex> lock(mutex);
@@ -133,7 +136,27 @@ struct Executor::Impl {
         lane.blockedOn = nullptr;
       }
     }
-    return !failed.load();
+    if (failed.load())
+      return false;
+    if (hooks && !inst.waits.empty())
+      if (llvm::Error err = hooks->beforeRun(inst)) {
+        fail(lane, indexOf(inst), std::move(err));
+        return false;
+      }
+    return true;
+  }
+
+  unsigned indexOf(const PreparedInstruction &inst) const {
+    return static_cast<unsigned>(&inst - program.instructions().data());
+  }
+
+  /// Runs plan instruction `index`: through the device backend's hooks, or
+  /// on the host.
+  llvm::Error execute(PreparedInstruction &inst, unsigned index,
+                      detail::LaneStats &stats) {
+    if (hooks)
+      return hooks->run(inst, index, stepNumber, seed, stats.bytes);
+    return runInstruction(program, inst, stepNumber, seed, stats);
   }
 
   /// Wakes every blocked worker (the step failed).
@@ -146,8 +169,12 @@ struct Executor::Impl {
   bool readyNow(const PreparedInstruction &inst) {
     if (inst.waits.empty())
       return true;
-    std::lock_guard<std::mutex> lock(mutex);
-    return satisfied(inst);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!satisfied(inst))
+        return false;
+    }
+    return !hooks || hooks->deviceReady(inst);
   }
 
   /// Records that plan instruction `index` started (while recording).
@@ -196,8 +223,7 @@ struct Executor::Impl {
       if (!waitFor(lane, inst))
         return;
       started(index);
-      if (llvm::Error err =
-              runInstruction(program, inst, stepNumber, seed, lane.stats))
+      if (llvm::Error err = execute(inst, index, lane.stats))
         return fail(lane, index, std::move(err));
       completed(index);
     }
@@ -232,10 +258,17 @@ struct Executor::Impl {
     markStepStart();
     detail::LaneStats stats;
     unsigned index = 0;
+    stepNumber = step;
     for (PreparedInstruction &inst : program.instructions()) {
       double start = record ? since(Clock::now()) : 0;
-      if (llvm::Error err = runInstruction(program, inst, step, seed, stats))
+      if (hooks && !inst.waits.empty())
+        if (llvm::Error err = hooks->beforeRun(inst))
+          return nodeError(inst, std::move(err));
+      if (llvm::Error err = execute(inst, index, stats))
         return nodeError(inst, std::move(err));
+      if (hooks)
+        if (llvm::Error err = hooks->finishInstruction(inst))
+          return nodeError(inst, std::move(err));
       if (index < checkedBelow)
         if (llvm::Error err = checkNumerics(program, inst))
           return nodeError(inst, std::move(err));
@@ -244,6 +277,9 @@ struct Executor::Impl {
             {index, inst.stream, start, since(Clock::now())});
       ++index;
     }
+    if (hooks)
+      if (llvm::Error err = hooks->finishStep())
+        return err;
     result.seconds = since(Clock::now());
     if (auto err = fill(result, stats))
       return err;
@@ -276,7 +312,8 @@ struct Executor::Impl {
       result.nvmeIo.writeBusySeconds =
           now.writeBusySeconds - nvmeAtStart.writeBusySeconds;
     }
-    auto gpu = program.gpuArena().touchedBytes();
+    auto gpu = hooks ? hooks->measuredGpuPeak()
+                     : program.gpuArena().touchedBytes();
     if (!gpu)
       return gpu.takeError();
     auto cpu = program.cpuArena().touchedBytes();
@@ -306,7 +343,6 @@ struct Executor::Impl {
       done.wait(lock, [&] { return finished == lanes.size(); });
     }
     StepResult result;
-    result.seconds = since(Clock::now());
     // The first failure in plan order is the step's error; the others
     // stopped because of it.
     const Lane *first = nullptr;
@@ -318,6 +354,10 @@ struct Executor::Impl {
     }
     if (first)
       return makeError(first->error);
+    if (hooks)
+      if (llvm::Error err = hooks->finishStep())
+        return err;
+    result.seconds = since(Clock::now());
     if (auto err = fill(result, stats))
       return err;
     if (record) {

@@ -201,8 +201,7 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
       if (!drain() || !waitFor(lane, inst))
         return abandon();
       started(index);
-      if (llvm::Error err =
-              runInstruction(program, inst, stepNumber, seed, lane.stats)) {
+      if (llvm::Error err = execute(inst, index, lane.stats)) {
         fail(lane, index, std::move(err));
         return abandon();
       }

@@ -339,11 +339,23 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   execOpts.serial = opts.serial;
   execOpts.checkNumerics = opts.checkNumerics;
   execOpts.seed = opts.seed;
+  execOpts.hooks = opts.hooks;
   auto executor = Executor::create(program, execOpts);
   if (!executor)
     return executor.takeError();
+  // The device starts from the weights loaded (or resumed) in host memory.
+  if (opts.hooks)
+    if (auto err = opts.hooks->stateToDevice())
+      return err;
+  auto stateToHost = [&]() -> llvm::Error {
+    return opts.hooks ? opts.hooks->stateToHost() : llvm::Error::success();
+  };
   for (unsigned step = firstStep; step < opts.steps; ++step) {
     feeder.feed(program, step);
+    if (opts.hooks)
+      if (auto err = opts.hooks->inputsToDevice(
+              llvm::makeArrayRef(plan.inputs().data(), plan.inputs().size())))
+        return addContext(std::move(err), "step " + llvm::Twine(step));
     uint64_t gathered = comm ? comm->bytes().allgather.load() : 0;
     uint64_t scattered = comm ? comm->bytes().reduceScatter.load() : 0;
     uint64_t reduced = comm ? comm->bytes().allreduce.load() : 0;
@@ -391,10 +403,13 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     uint64_t stepsDone = step + 1;
     if (!opts.checkpointDir.empty() &&
         ((opts.checkpointEvery && stepsDone % opts.checkpointEvery == 0) ||
-         stepsDone == opts.steps))
+         stepsDone == opts.steps)) {
+      if (auto err = stateToHost())
+        return err;
       if (auto err = saveCheckpoint(program, opts.checkpointDir, stepsDone,
                                     opts.seed, opts.checkpointKeep, opts.note))
         return err;
+    }
     if (tracing)
       traced.push_back({elapsed, std::move(*result)});
     elapsed += report.seconds;
@@ -405,9 +420,12 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   if (!opts.saveOutputsPath.empty() && reporting)
     if (auto err = writeOutputs(program, opts.saveOutputsPath))
       return err;
-  if (!opts.saveWeightsPath.empty())
+  if (!opts.saveWeightsPath.empty()) {
+    if (auto err = stateToHost())
+      return err;
     if (auto err = writeTrainedWeights(program, opts.saveWeightsPath))
       return err;
+  }
   if (tracing)
     return writeTrace(program, opts.tracePath, traced);
   return llvm::Error::success();

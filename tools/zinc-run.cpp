@@ -3,6 +3,10 @@
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/Calibrate.h"
 #include "zinc/runtime/StepLoop.h"
+#ifdef ZINC_HAVE_CUDA
+#include "zinc/runtime/cuda/CudaRuntime.h"
+#include "zinc/runtime/cuda/Device.h"
+#endif
 #include "zinc/support/Error.h"
 #include "zinc/support/OutputFile.h"
 #include "zinc/support/Size.h"
@@ -34,6 +38,11 @@ static cl::opt<std::string> dataPath(
     cl::value_desc("FILE.safetensors"), cl::cat(runCategory));
 static cl::opt<std::string> backend("backend", cl::desc("cpu or cuda (default cpu)"),
                                     cl::init("cpu"), cl::cat(runCategory));
+static cl::opt<bool> allowTf32(
+    "allow-tf32",
+    cl::desc("--backend=cuda: let f32 matrix products use TF32 tensor cores "
+             "(about 1e-3 relative error per product; default off)"),
+    cl::init(false), cl::cat(runCategory));
 static cl::opt<std::string> nvmeDir("nvme-dir",
                                     cl::desc("Directory for the NVMe tier's files"),
                                     cl::value_desc("DIR"), cl::cat(runCategory));
@@ -144,10 +153,30 @@ static int toolMain(int argc, char **argv) {
                                            "' (expected cpu or cuda)"));
     return 1;
   }
+#ifndef ZINC_HAVE_CUDA
   if (backend == "cuda") {
     zinc::printError(tool, zinc::makeError(
-                               "the cuda backend cannot execute plans yet; "
-                               "use --backend=cpu"));
+                               "--backend=cuda: this zinc-run was built without "
+                               "the cuda backend (no nvcc at build time); use "
+                               "--backend=cpu"));
+    return 1;
+  }
+#endif
+#ifdef ZINC_HAVE_CUDA
+  // Said before a long load: the device is the first thing a cuda run needs.
+  if (backend == "cuda") {
+    auto devices = zinc::cuda::cudaDeviceCount();
+    if (!devices || *devices == 0) {
+      zinc::printError(tool, devices ? zinc::makeError("--backend=cuda needs a CUDA device, "
+                                                       "and this machine has none (use "
+                                                       "--backend=cpu)")
+                                     : zinc::addContext(devices.takeError(), "--backend=cuda"));
+      return 1;
+    }
+  }
+#endif
+  if (allowTf32 && backend != "cuda") {
+    zinc::printError(tool, zinc::makeError("--allow-tf32 applies to --backend=cuda"));
     return 1;
   }
   if (!nvmeDir.empty() && !sys::fs::is_directory(nvmeDir)) {
@@ -224,6 +253,20 @@ static int toolMain(int argc, char **argv) {
     return 1;
   }
   zinc::rt::RunOptions opts;
+#ifdef ZINC_HAVE_CUDA
+  std::unique_ptr<zinc::rt::ExecutionHooks> device;
+  if (backend == "cuda") {
+    zinc::cuda::CudaRuntimeOptions cudaOpts;
+    cudaOpts.allowTf32 = allowTf32;
+    auto runtime = zinc::cuda::createCudaRuntime(**program, cudaOpts);
+    if (!runtime) {
+      zinc::printError(tool, runtime.takeError());
+      return 1;
+    }
+    device = std::move(*runtime);
+    opts.hooks = device.get();
+  }
+#endif
   opts.steps = steps;
   opts.dataPath = dataPath;
   opts.seed = seed;

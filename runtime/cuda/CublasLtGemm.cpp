@@ -3,8 +3,10 @@
 // cuBLASLt is column-major. A row-major C[M,N] is the column-major C^T[N,M]
 // in the same memory, and C^T = op(B)^T op(A)^T, so each call multiplies B
 // by A (swapped) with the column-major views of their own storage: no copy,
-// no transpose kernel. Descriptors and the heuristic's algorithm are made
-// once per configuration and kept.
+// no transpose kernel. A row-major matrix with row stride `ld` is the
+// column-major one with leading dimension `ld`, so strided views and
+// column ranges of a wider output cost nothing either. Descriptors and the
+// heuristic's algorithm are made once per configuration and kept.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cuda/CublasLtGemm.h"
@@ -12,6 +14,7 @@
 #include "zinc/support/Error.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/Twine.h"
+#include <algorithm>
 #include <climits>
 #include <string>
 #include <utility>
@@ -69,12 +72,15 @@ static llvm::Expected<cudaDataType_t> cudaTypeOf(const GemmDesc &d) {
   }
 }
 
-/// The alignment cuBLASLt may assume for a matrix and all its batch items:
-/// the largest power of two, at most 256, dividing the address and the
-/// batch stride in bytes. The heuristic must be told, or it may pick a
-/// kernel that needs more than a pointer into the arena has.
-static uint32_t alignmentOf(const void *p, int64_t batch, int64_t strideBytes) {
-  uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256;
+/// The alignment cuBLASLt may assume for a matrix, its rows and all its
+/// batch items: the largest power of two, at most 256, dividing the
+/// address, the row stride and the batch stride in bytes. The heuristic
+/// must be told, or it may pick a kernel that needs more than a pointer
+/// into the arena (or a row of a strided view) has.
+static uint32_t alignmentOf(const void *p, int64_t ldBytes, int64_t batch,
+                            int64_t strideBytes) {
+  uint64_t bits =
+      reinterpret_cast<uintptr_t>(p) | 256 | static_cast<uint64_t>(ldBytes);
   if (batch > 1)
     bits |= static_cast<uint64_t>(strideBytes);
   return static_cast<uint32_t>(bits & (~bits + 1));
@@ -107,13 +113,13 @@ static llvm::Error setPrefAttr(cublasLtMatmulPreference_t pref,
       llvm::Twine("cublasLtMatmulPreferenceSetAttribute(") + what + ")");
 }
 
-/// A column-major rows x cols layout with leading dimension `rows`, and the
-/// batch count and stride when there is more than one item.
+/// A column-major rows x cols layout with leading dimension `ld` (at least
+/// `rows`), and the batch count and stride when there is more than one item.
 static llvm::Error makeLayout(cublasLtMatrixLayout_t &layout,
                               cudaDataType_t type, int64_t rows, int64_t cols,
-                              int64_t batch, int64_t stride) {
+                              int64_t ld, int64_t batch, int64_t stride) {
   // cuBLASLt rejects a leading dimension of 0 even for empty matrices.
-  int64_t ld = rows > 0 ? rows : 1;
+  ld = std::max<int64_t>(ld, 1);
   if (llvm::Error err =
           checkCublas(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld),
                       "cublasLtMatrixLayoutCreate(" + llvm::Twine(rows) + "x" +
@@ -178,9 +184,10 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
     return typeOr.takeError();
   cudaDataType_t type = *typeOr;
   int64_t elem = static_cast<int64_t>(dtypeSize(d.dtype));
-  uint32_t alignA = alignmentOf(a, d.batch, d.strideA * elem);
-  uint32_t alignB = alignmentOf(b, d.batch, d.strideB * elem);
-  uint32_t alignC = alignmentOf(c, d.batch, d.strideC * elem);
+  uint32_t alignA = alignmentOf(a, d.lda * elem, d.batch, d.strideA * elem);
+  uint32_t alignB = alignmentOf(b, d.ldb * elem, d.batch, d.strideB * elem);
+  uint32_t alignC = alignmentOf(c, d.ldc * elem, d.batch, d.strideC * elem);
+  bool tf32 = d.tf32 && d.dtype == DType::F32;
   PlanKey key{static_cast<int>(d.dtype),
               d.transA,
               d.transB,
@@ -191,6 +198,10 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
               d.strideA,
               d.strideB,
               d.strideC,
+              d.lda,
+              d.ldb,
+              d.ldc,
+              tf32,
               alignA,
               alignB,
               alignC};
@@ -202,10 +213,12 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
 
   auto plan = std::make_unique<Plan>();
   // f32 compute for every type: strict f32 products (CUBLAS_COMPUTE_32F
-  // never uses TF32), and f32 accumulation for f16/bf16.
-  if (llvm::Error err = checkCublas(
-          cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-          "cublasLtMatmulDescCreate"))
+  // never uses TF32) unless asked, and f32 accumulation for f16/bf16.
+  cublasComputeType_t compute =
+      tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (llvm::Error err =
+          checkCublas(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F),
+                      "cublasLtMatmulDescCreate"))
     return err;
   // Swapped operands: cuBLASLt's A is our B, its B our A (see the top).
   cublasOperation_t opFirst = d.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -217,15 +230,18 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
                                     opSecond, "transb"))
     return err;
   // Column-major views of the row-major storage: B stored [K,N] is [N,K],
-  // B stored transposed as [N,K] is [K,N]; A likewise; C is [N,M].
-  if (llvm::Error err = makeLayout(plan->first, type, d.transB ? d.k : d.n,
-                                   d.transB ? d.n : d.k, d.batch, d.strideB))
-    return err;
-  if (llvm::Error err = makeLayout(plan->second, type, d.transA ? d.m : d.k,
-                                   d.transA ? d.k : d.m, d.batch, d.strideA))
+  // B stored transposed as [N,K] is [K,N]; A likewise; C is [N,M]. The
+  // row strides are the leading dimensions.
+  if (llvm::Error err =
+          makeLayout(plan->first, type, d.transB ? d.k : d.n,
+                     d.transB ? d.n : d.k, d.ldb, d.batch, d.strideB))
     return err;
   if (llvm::Error err =
-          makeLayout(plan->out, type, d.n, d.m, d.batch, d.strideC))
+          makeLayout(plan->second, type, d.transA ? d.m : d.k,
+                     d.transA ? d.k : d.m, d.lda, d.batch, d.strideA))
+    return err;
+  if (llvm::Error err =
+          makeLayout(plan->out, type, d.n, d.m, d.ldc, d.batch, d.strideC))
     return err;
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -248,6 +264,17 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
   for (const auto &[attr, bytes] : aligns)
     if (llvm::Error err = setPrefAttr(pref, attr, bytes, "min alignment"))
       return err;
+  // A split-K algorithm may add its partial sums in the output type, which
+  // for f16/bf16 rounds several times where the cpu rounds once (seen as
+  // bf16 results 4 units apart on an H200): allow only partial sums kept in
+  // f32. In f32 the output type is the compute type, so all are fine.
+  if (d.dtype != DType::F32) {
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (llvm::Error err =
+            setPrefAttr(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                        schemes, "reduction scheme mask"))
+      return err;
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int foundCount = 0;
   if (llvm::Error err =
@@ -271,7 +298,22 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
 // gemm
 //===----------------------------------------------------------------------===//
 
-/// Shapes and strides a GEMM may not have; checked before any CUDA call.
+/// `d` with its leading dimensions resolved: 0 becomes the stored row
+/// length, so the plan's key and the checks see the real layout.
+static GemmDesc withLeadingDims(const GemmDesc &d) {
+  // At least 1, as cuBLASLt wants even for an empty dimension.
+  GemmDesc r = d;
+  if (r.lda == 0)
+    r.lda = std::max<int64_t>(r.transA ? r.m : r.k, 1);
+  if (r.ldb == 0)
+    r.ldb = std::max<int64_t>(r.transB ? r.k : r.n, 1);
+  if (r.ldc == 0)
+    r.ldc = std::max<int64_t>(r.n, 1);
+  return r;
+}
+
+/// Shapes, strides and leading dimensions a GEMM may not have (`d` has its
+/// leading dimensions resolved); checked before any CUDA call.
 static llvm::Error checkDesc(const GemmDesc &d) {
   if (d.m < 0 || d.n < 0 || d.k < 0 || d.batch < 0)
     return makeError(describe(d) + ": negative dimension");
@@ -280,54 +322,71 @@ static llvm::Error checkDesc(const GemmDesc &d) {
                      ": cuBLASLt's batch count is 32-bit");
   if (d.strideA < 0 || d.strideB < 0 || d.strideC < 0)
     return makeError(describe(d) + ": negative batch stride");
-  if (d.batch > 1 && d.strideC < d.m * d.n)
+  // A stored row must fit in its row stride, or rows would overlap.
+  const std::tuple<const char *, int64_t, int64_t> lds[] = {
+      {"A", d.lda, d.transA ? d.m : d.k},
+      {"B", d.ldb, d.transB ? d.k : d.n},
+      {"C", d.ldc, d.n}};
+  for (const auto &[name, ld, width] : lds)
+    if (ld < std::max<int64_t>(width, 1))
+      return makeError(describe(d) + ": " + name + "'s leading dimension " +
+                       llvm::Twine(ld) + " is less than its rows' " +
+                       llvm::Twine(width) + " elements");
+  if (d.batch > 1 && d.m > 0 && d.n > 0 && d.strideC < (d.m - 1) * d.ldc + d.n)
     return makeError(describe(d) + ": C's batch stride " +
                      llvm::Twine(d.strideC) + " makes items overlap (" +
-                     llvm::Twine(d.m) + "x" + llvm::Twine(d.n) + " each)");
+                     llvm::Twine(d.m) + "x" + llvm::Twine(d.n) +
+                     " each, leading dimension " + llvm::Twine(d.ldc) + ")");
   if (d.dtype != DType::F32 && d.dtype != DType::F16 && d.dtype != DType::BF16)
     return makeError("unsupported: " + describe(d) +
                      " on the cuda backend (f32, f16 and bf16 only)");
   return llvm::Error::success();
 }
 
+/// C = 0 for a GEMM without products (K = 0), one 2-D memset per item so
+/// that columns of C outside the product keep their values.
+static llvm::Error zeroOutput(const GemmDesc &d, void *c, cudaStream_t stream) {
+  size_t elem = dtypeSize(d.dtype);
+  for (int64_t i = 0; i < d.batch; ++i)
+    if (llvm::Error err = checkCuda(
+            cudaMemset2DAsync(static_cast<char *>(c) + i * d.strideC * elem,
+                              d.ldc * elem, 0, d.n * elem, d.m, stream),
+            "cudaMemset2DAsync(" + llvm::Twine(d.m) + " rows of " +
+                llvm::Twine(uint64_t(d.n * elem)) + " bytes, " + describe(d) +
+                " with K = 0)"))
+      return err;
+  return llvm::Error::success();
+}
+
 llvm::Error gemm(GemmContext &ctx, const GemmDesc &desc, const void *a,
                  const void *b, void *c, cudaStream_t stream) {
-  if (llvm::Error err = checkDesc(desc))
+  GemmDesc d = withLeadingDims(desc);
+  if (llvm::Error err = checkDesc(d))
     return err;
-  if (desc.m == 0 || desc.n == 0 || desc.batch == 0)
+  if (d.m == 0 || d.n == 0 || d.batch == 0)
     return llvm::Error::success();
-  if (!c || (desc.k > 0 && (!a || !b)))
-    return makeError(describe(desc) + ": null device pointer");
+  if (!c || (d.k > 0 && (!a || !b)))
+    return makeError(describe(d) + ": null device pointer");
 
-  if (desc.k == 0) {
+  if (d.k == 0) {
     // No products: C = beta * C. cuBLASLt rejects K = 0, and only the
     // scales that need no kernel occur in practice.
-    if (desc.beta == 1.0f)
+    if (d.beta == 1.0f)
       return llvm::Error::success();
-    if (desc.beta != 0.0f)
-      return makeError("unsupported: " + describe(desc) +
-                       " with K = 0 and beta " + std::to_string(desc.beta));
-    size_t itemBytes = desc.m * desc.n * dtypeSize(desc.dtype);
-    for (int64_t i = 0; i < desc.batch; ++i)
-      if (llvm::Error err = checkCuda(
-              cudaMemsetAsync(static_cast<char *>(c) +
-                                  i * desc.strideC * dtypeSize(desc.dtype),
-                              0, itemBytes, stream),
-              "cudaMemsetAsync(" + llvm::Twine(uint64_t(itemBytes)) +
-                  " bytes, " + describe(desc) + " with K = 0)"))
-        return err;
-    return llvm::Error::success();
+    if (d.beta != 0.0f)
+      return makeError("unsupported: " + describe(d) + " with K = 0 and beta " +
+                       std::to_string(d.beta));
+    return zeroOutput(d, c, stream);
   }
 
-  // A batch that shares one B and is laid out back to back is a single
-  // tall [batch*M, K] product, the shape of every linear layer: one bigger
-  // GEMM instead of many small ones.
-  GemmDesc d = desc;
-  if (d.batch > 1 && d.strideB == 0 && !d.transA && d.strideA == d.m * d.k &&
-      d.strideC == d.m * d.n) {
+  // A batch that shares one B, with each item's rows continuing where the
+  // previous item's ended (in A and in C), is a single tall [batch*M, K]
+  // product, the shape of every linear layer: one bigger GEMM instead of
+  // many small ones.
+  if (d.batch > 1 && d.strideB == 0 && !d.transA && d.strideA == d.m * d.lda &&
+      d.strideC == d.m * d.ldc) {
     d.m *= d.batch;
     d.batch = 1;
-    d.strideA = d.strideC = 0;
   }
   if (d.batch == 1)
     d.strideA = d.strideB = d.strideC = 0;

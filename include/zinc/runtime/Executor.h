@@ -2,6 +2,7 @@
 #ifndef ZINC_RUNTIME_EXECUTOR_H
 #define ZINC_RUNTIME_EXECUTOR_H
 
+#include "zinc/runtime/ExecutionHooks.h"
 #include "zinc/runtime/Program.h"
 #include <memory>
 #include <vector>
@@ -52,6 +53,9 @@ struct ExecutorOptions {
   /// Stop at the first non-finite value a kernel writes, naming the node
   /// and the tensor (zinc-run --check-numerics); runs in plan order.
   bool checkNumerics = false;
+  /// A device backend's hooks (ExecutionHooks.h), or null for the cpu
+  /// backend; owned by the caller and outliving the executor.
+  ExecutionHooks *hooks = nullptr;
 };
 
 /// Runs a program's steps: one worker thread per stream of the plan,
@@ -81,6 +85,12 @@ private:
   explicit Executor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
 };
+
+/// Runs one instruction on the host, as the cpu backend does (a device
+/// backend's host streams: the host optimizer, NVMe transfers), counting
+/// the bytes it moves.
+llvm::Error runOnHost(Program &program, PreparedInstruction &inst,
+                      int64_t step, uint64_t seed, TransferBytes &bytes);
 
 /// Runs every instruction once in plan order on the calling thread (the
 /// serial reference, no threads); `step` is the 1-based step number and

@@ -36,6 +36,10 @@ struct RunOptions {
   std::string resumePath;
   /// Receives one-line notes (resuming, checkpoints removed).
   std::function<void(llvm::StringRef)> note;
+  /// A device backend's hooks (zinc-run --backend=cuda), or null: the GPU
+  /// tier then lives on the device, and the loop copies inputs in, and
+  /// state out before checkpoints and saved weights.
+  ExecutionHooks *hooks = nullptr;
 };
 
 /// What one step did, for the tool to print.

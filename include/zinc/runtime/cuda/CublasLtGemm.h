@@ -15,12 +15,12 @@
 
 namespace zinc::cuda {
 
-/// The shape of one GEMM, or a strided batch of them, on dense row-major
+/// The shape of one GEMM, or a strided batch of them, on row-major
 /// matrices: for i < batch,
 ///   C_i[M,N] = alpha * op(A_i) * op(B_i) + beta * C_i
 /// with op(A) = A [M,K] or, transposed, A stored as [K,M] (B likewise).
-/// A, B and C share one element type: f32 (computed in strict f32, no
-/// TF32, so results agree with the cpu), or f16/bf16 accumulated in f32.
+/// A, B and C share one element type: f32 (computed in strict f32 unless
+/// `tf32`, so results agree with the cpu), or f16/bf16 accumulated in f32.
 struct GemmDesc {
   DType dtype = DType::F32;
   bool transA = false;
@@ -30,9 +30,16 @@ struct GemmDesc {
   /// Elements from one batch item to the next. 0 for A or B shares one
   /// matrix across the batch; C's items must not overlap.
   int64_t strideA = 0, strideB = 0, strideC = 0;
+  /// Elements from one stored row to the next (a strided view of a wider
+  /// tensor, or C's columns of a wider output); 0 is dense: the stored row
+  /// length (K or M for A, N or K for B, N for C).
+  int64_t lda = 0, ldb = 0, ldc = 0;
   float alpha = 1.0f;
   /// 0 means C is only written (its old contents may be garbage).
   float beta = 0.0f;
+  /// f32 products on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32):
+  /// faster, about 10 bits of mantissa. Ignored for f16 and bf16.
+  bool tf32 = false;
 };
 
 /// The cuBLASLt handle, a workspace, and the descriptors and chosen
@@ -59,9 +66,12 @@ public:
 
 private:
   struct Plan;
+  /// dtype, transA, transB, m, n, k, batch, strideA, strideB, strideC,
+  /// lda, ldb, ldc (resolved, never 0), tf32, and the alignments of A, B, C.
   using PlanKey =
       std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t,
-                 int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
+                 int64_t, int64_t, int64_t, int64_t, int64_t, bool, uint32_t,
+                 uint32_t, uint32_t>;
 
   GemmContext() = default;
   llvm::Expected<const Plan *> planFor(const GemmDesc &desc, const void *a,

@@ -1,0 +1,608 @@
+//===- CudaRuntime.cpp - Running a plan's GPU side on a CUDA device -------===//
+//
+// See CudaRuntime.h for what start-up makes. The executor's workers stay
+// the cpu backend's (one per plan stream, event counts on the host); this
+// file turns each instruction of a device stream into queued device work,
+// and each plan event signalled by one into a CUDA event the waiting
+// instruction's stream (or host thread) waits on.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/runtime/cuda/CudaRuntime.h"
+#include "kernels/ArenaWatermark.h"
+#include "zinc/plan/PlanNames.h"
+#include "zinc/runtime/Executor.h"
+#include "zinc/runtime/cuda/CublasLtGemm.h"
+#include "zinc/runtime/cuda/CudaCheck.h"
+#include "zinc/runtime/cuda/CudaKernel.h"
+#include "zinc/runtime/cuda/Device.h"
+#include "zinc/support/Error.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringSet.h"
+#include <cstring>
+#include <map>
+#include <optional>
+
+namespace zinc::cuda {
+namespace {
+
+using rt::PreparedInstruction;
+using rt::Program;
+
+bool isDeviceStream(plan::Stream s) {
+  return s == plan::STREAM_COMPUTE || s == plan::STREAM_H2D ||
+         s == plan::STREAM_D2H || s == plan::STREAM_COLLECTIVE;
+}
+
+/// Streams that run kernels, and so get a cuBLASLt context and scratch.
+bool isKernelStream(plan::Stream s) {
+  return s == plan::STREAM_COMPUTE || s == plan::STREAM_COLLECTIVE;
+}
+
+/// Deterministic ONNX ops the host may compute once at start-up when every
+/// input is known then (Shape needs only its input's shape). The exporters
+/// spell shape arithmetic and masks with these; running them on the GPU
+/// every step would be launches for bytes that never change.
+bool hostComputableOp(const plan::Instruction &inst) {
+  static const llvm::StringSet<> ops = {
+      "Constant", "ConstantOfShape", "Shape",     "Range",   "Cast",
+      "Equal",    "Less",            "Greater",   "Not",     "And",
+      "Where",    "Add",             "Sub",       "Mul",     "Div",
+      "Neg",      "Unsqueeze",       "Squeeze",   "Reshape", "Concat",
+      "Gather",   "Slice",           "Identity",  "Expand",  "Trilu",
+      "Flatten",  "Sqrt",            "Reciprocal"};
+  return inst.domain().empty() && ops.contains(inst.op());
+}
+
+/// Known values up to this size are handed to kernels in pinned memory.
+constexpr uint64_t kHostReadableBytes = 4096;
+
+bool persistentRole(plan::Role role) {
+  return role == plan::ROLE_PARAMETER || role == plan::ROLE_CONSTANT ||
+         role == plan::ROLE_STATE || role == plan::ROLE_MODEL_STATE;
+}
+
+/// What one instruction of a device stream does on the device.
+struct DeviceInstruction {
+  bool onDevice = false;
+  cudaStream_t stream = nullptr;
+  CudaKernelFn fn = nullptr;
+  GemmContext *gemm = nullptr;
+  void *scratch = nullptr;
+  uint64_t scratchBytes = 0;
+  llvm::SmallVector<const DeviceTensor *, 4> inputs;
+  llvm::SmallVector<DeviceTensor *, 2> outputs;
+  /// Computed at start-up: each output's bytes, from pinned memory.
+  struct ConstantCopy {
+    void *dst;
+    const void *src;
+    uint64_t bytes;
+  };
+  bool hostComputed = false;
+  llvm::SmallVector<ConstantCopy, 1> constants;
+  /// Copies: device or pinned host addresses, and the direction.
+  void *copyDst = nullptr;
+  const void *copySrc = nullptr;
+  cudaMemcpyKind copyKind = cudaMemcpyDeviceToDevice;
+  /// Recorded after its work when it signals a plan event.
+  cudaEvent_t done = nullptr;
+  /// The events of device instructions on other streams it waits for.
+  llvm::SmallVector<cudaEvent_t, 2> waits;
+};
+
+class CudaRuntime final : public rt::ExecutionHooks {
+public:
+  explicit CudaRuntime(Program &program) : program(program) {}
+  ~CudaRuntime() override {
+    // Nothing to report to here; release errors only matter mid-run.
+    if (cpuRegistered)
+      (void)cudaHostUnregister(program.cpuArena().base());
+  }
+
+  llvm::Error start(const CudaRuntimeOptions &opts);
+
+  llvm::Error beforeRun(const PreparedInstruction &inst) override;
+  bool deviceReady(const PreparedInstruction &inst) override;
+  llvm::Error run(PreparedInstruction &inst, unsigned index, int64_t step,
+                  uint64_t seed, rt::TransferBytes &bytes) override;
+  llvm::Error finishStep() override;
+  llvm::Error finishInstruction(const PreparedInstruction &inst) override;
+  llvm::Expected<uint64_t> measuredGpuPeak() override;
+  llvm::Error inputsToDevice(llvm::ArrayRef<uint32_t> ids) override;
+  llvm::Error stateToDevice() override;
+  llvm::Error stateToHost() override;
+
+private:
+  unsigned indexOf(const PreparedInstruction &inst) const {
+    return static_cast<unsigned>(&inst - program.instructions().data());
+  }
+  /// The device address of a host-mirror address in the GPU tier.
+  void *deviceAddress(const void *mirror) const {
+    return static_cast<uint8_t *>(planBase) +
+           (static_cast<const uint8_t *>(mirror) - program.gpuArena().base());
+  }
+  bool inGpuMirror(const void *p) const {
+    auto *b = static_cast<const uint8_t *>(p);
+    return b >= program.gpuArena().base() &&
+           b < program.gpuArena().base() + program.gpuArena().size();
+  }
+  llvm::Error checkKernels();
+  llvm::Error layOut(const CudaRuntimeOptions &opts);
+  llvm::Error computeOnHost();
+  /// Readers of tensor `id` get `pinned`, its value computed at start-up.
+  void givePinned(uint32_t id, const void *pinned);
+  llvm::Error prepareInstructions(const CudaRuntimeOptions &opts);
+  /// Copies GPU-tier tensor `id` between the mirror and the device.
+  llvm::Error copyTensor(uint32_t id, bool toDevice);
+
+  Program &program;
+  DeviceArena arena;
+  void *planBase = nullptr;
+  uint64_t planBytes = 0;
+  unsigned long long *watermarkSlot = nullptr;
+  uint64_t watermarkWords = 0;
+  bool cpuRegistered = false;
+  std::map<plan::Stream, Stream> streams;
+  std::map<plan::Stream, std::unique_ptr<GemmContext>> gemms;
+  std::map<plan::Stream, void *> scratch;
+  uint64_t scratchBytes = 0;
+  std::vector<DeviceTensor> tensors;
+  std::vector<DeviceInstruction> device;
+  std::vector<Event> events;
+  llvm::DenseSet<unsigned> hostComputed;
+  PinnedBuffer constants;
+  /// Values known at start-up that kernels read from pinned memory.
+  std::map<uint32_t, DeviceTensor> pinnedViews;
+  /// Tensors the host reads after every step (loss, loss scaling, outputs).
+  std::vector<uint32_t> readBack;
+  bool allowTf32 = false;
+};
+
+llvm::Error CudaRuntime::checkKernels() {
+  const plan::Plan &plan = program.getPlan();
+  if (plan.ranks() > 1)
+    return makeError(
+        "the plan is for " + llvm::Twine(plan.ranks()) +
+        " ranks; the cuda backend runs single-rank plans so far (its NCCL "
+        "collectives are not wired into the executor yet): use "
+        "--backend=cpu under mpirun");
+  // Which tensors are known at start-up: constants' values are loaded,
+  // and host-computable ops over known inputs make more.
+  llvm::DenseSet<int> known;
+  for (const plan::Tensor &t : plan.tensors())
+    if (t.role() == plan::ROLE_CONSTANT && t.tier() == plan::TIER_GPU)
+      known.insert(t.id());
+  std::map<std::string, unsigned> missing;
+  auto &prepared = program.instructions();
+  for (unsigned i = 0; i < prepared.size(); ++i) {
+    const PreparedInstruction &p = prepared[i];
+    const plan::Instruction &inst = *p.source;
+    if (!isKernelStream(p.stream) || p.kind != rt::InstructionKind::Kernel)
+      continue;
+    bool inputsKnown = inst.op() == "Shape" ||
+                       llvm::all_of(inst.inputs(), [&](int id) {
+                         return id < 0 || known.contains(id);
+                       });
+    if (hostComputableOp(inst) && inputsKnown) {
+      hostComputed.insert(i);
+      for (int id : inst.outputs())
+        if (id >= 0)
+          known.insert(id);
+      continue;
+    }
+    if (!lookupCudaKernel(inst.domain(), inst.op()))
+      ++missing[(inst.domain().empty() ? "" : inst.domain() + ".") + inst.op()];
+  }
+  if (missing.empty())
+    return llvm::Error::success();
+  std::string list;
+  for (auto &[op, count] : missing)
+    list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(count) +
+            (count == 1 ? " node)" : " nodes)");
+  return makeError("the cuda backend has no kernel yet for " + list +
+                   "; use --backend=cpu");
+}
+
+llvm::Error CudaRuntime::layOut(const CudaRuntimeOptions &opts) {
+  const plan::Plan &plan = program.getPlan();
+  planBytes = program.gpuArena().size();
+  for (const PreparedInstruction &p : program.instructions())
+    if (isDeviceStream(p.stream) && !streams.count(p.stream)) {
+      auto s = Stream::create();
+      if (!s)
+        return s.takeError();
+      streams.emplace(p.stream, std::move(*s));
+    }
+  scratchBytes = opts.scratchBytes;
+  uint64_t kernelStreams = 0;
+  for (auto &entry : streams)
+    kernelStreams += isKernelStream(entry.first);
+  // One allocation: the plan's region at offset 0 (its offsets are the
+  // plan's), then per kernel stream a cuBLASLt workspace and scratch, and
+  // the watermark's counter.
+  uint64_t perStream = GemmContext::kDefaultWorkspaceBytes + scratchBytes;
+  uint64_t total = llvm::alignTo(std::max<uint64_t>(planBytes, 1),
+                                 DeviceArena::kAlignment) +
+                   kernelStreams * perStream + DeviceArena::kAlignment;
+  auto created = DeviceArena::create(total);
+  if (!created)
+    return addContext(created.takeError(),
+                      "the GPU arena (the plan's proven peak " +
+                          llvm::Twine(planBytes) + " bytes, plus " +
+                          llvm::Twine(kernelStreams * perStream) +
+                          " bytes of GEMM workspace and kernel scratch)");
+  arena = std::move(*created);
+  auto planOffset = arena.place(std::max<uint64_t>(planBytes, 1));
+  if (!planOffset)
+    return planOffset.takeError();
+  planBase = static_cast<uint8_t *>(arena.base()) + *planOffset;
+  for (auto &[stream, s] : streams) {
+    if (!isKernelStream(stream))
+      continue;
+    auto ws = arena.place(GemmContext::kDefaultWorkspaceBytes);
+    if (!ws)
+      return ws.takeError();
+    auto ctx = GemmContext::create(static_cast<uint8_t *>(arena.base()) + *ws,
+                                   GemmContext::kDefaultWorkspaceBytes);
+    if (!ctx)
+      return ctx.takeError();
+    gemms[stream] = std::move(*ctx);
+    auto sc = arena.place(scratchBytes);
+    if (!sc)
+      return sc.takeError();
+    scratch[stream] = static_cast<uint8_t *>(arena.base()) + *sc;
+  }
+  auto slot = arena.place(sizeof(unsigned long long));
+  if (!slot)
+    return slot.takeError();
+  watermarkSlot = reinterpret_cast<unsigned long long *>(
+      static_cast<uint8_t *>(arena.base()) + *slot);
+
+  // The sentinel everywhere in the plan's region, before anything is
+  // copied in: what differs from it later was written.
+  if (auto err = fillWithSentinel(planBase, planBytes, nullptr))
+    return err;
+  ZINC_CUDA_TRY(cudaDeviceSynchronize());
+
+  // The CPU tier: page-locked where it lies, so that copies to and from it
+  // are DMA that overlaps compute.
+  if (program.cpuArena().size()) {
+    ZINC_CUDA_TRY(cudaHostRegister(program.cpuArena().base(),
+                                   program.cpuArena().size(),
+                                   cudaHostRegisterDefault));
+    cpuRegistered = true;
+  }
+
+  tensors.resize(plan.tensors_size());
+  for (int i = 0; i < plan.tensors_size(); ++i) {
+    const rt::TensorPlace &place = program.place(i);
+    const cpu::TensorRef &host = program.tensor(i);
+    tensors[i].dtype = host.dtype;
+    tensors[i].shape = host.shape;
+    tensors[i].data = place.tier == plan::TIER_GPU
+                          ? static_cast<uint8_t *>(planBase) + place.offset
+                          : nullptr;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::computeOnHost() {
+  // The cpu kernels run on the GPU tier's host mirror, where the loader put
+  // the constants; plan order and the allocator's lifetimes keep each input
+  // intact until its readers have run. Each result is then kept in pinned
+  // memory, from which every step copies it in.
+  auto &prepared = program.instructions();
+  const plan::Plan &plan = program.getPlan();
+  uint64_t total = 0;
+  for (unsigned i : hostComputed)
+    for (const cpu::TensorRef *out : prepared[i].outputs)
+      if (out)
+        total += llvm::alignTo(std::max<uint64_t>(out->byteSize(), 1), 256);
+  // Small constant initializers too: kernels read index lists (Slice's
+  // starts, Dropout's ratio) on the host, which device memory would make a
+  // synchronisation.
+  std::vector<uint32_t> smallConstants;
+  for (const plan::Tensor &t : plan.tensors())
+    if (t.role() == plan::ROLE_CONSTANT && t.tier() == plan::TIER_GPU &&
+        t.size_bytes() <= kHostReadableBytes) {
+      smallConstants.push_back(t.id());
+      total += llvm::alignTo(std::max<uint64_t>(t.size_bytes(), 1), 256);
+    }
+  if (!total)
+    return llvm::Error::success();
+  auto pinned = PinnedBuffer::create(total);
+  if (!pinned)
+    return pinned.takeError();
+  constants = std::move(*pinned);
+  uint64_t offset = 0;
+  for (unsigned i = 0; i < prepared.size(); ++i) {
+    if (!hostComputed.contains(i))
+      continue;
+    PreparedInstruction &p = prepared[i];
+    rt::TransferBytes ignored;
+    if (auto err = rt::runOnHost(program, p, 1, 0, ignored))
+      return addContext(std::move(err),
+                        "node '" + p.source->name() + "' (" + p.source->op() +
+                            "), computed at start-up");
+    DeviceInstruction &d = device[i];
+    d.hostComputed = true;
+    for (const cpu::TensorRef *out : p.outputs) {
+      if (!out)
+        continue;
+      uint8_t *dst = static_cast<uint8_t *>(constants.data()) + offset;
+      std::memcpy(dst, out->data, out->byteSize());
+      d.constants.push_back({deviceAddress(out->data), dst, out->byteSize()});
+      if (out->byteSize() <= kHostReadableBytes)
+        givePinned(static_cast<uint32_t>(out - &program.tensor(0)), dst);
+      offset += llvm::alignTo(std::max<uint64_t>(out->byteSize(), 1), 256);
+    }
+  }
+  for (uint32_t id : smallConstants) {
+    uint8_t *dst = static_cast<uint8_t *>(constants.data()) + offset;
+    std::memcpy(dst, program.tensor(id).data, program.tensor(id).byteSize());
+    givePinned(id, dst);
+    offset += llvm::alignTo(
+        std::max<uint64_t>(program.tensor(id).byteSize(), 1), 256);
+  }
+  // Readers of those get the pinned copy: readable by the host and, mapped
+  // (unified addressing), by kernels alike.
+  for (DeviceInstruction &d : device)
+    for (const DeviceTensor *&in : d.inputs)
+      if (in) {
+        auto found = pinnedViews.find(static_cast<uint32_t>(in - tensors.data()));
+        if (found != pinnedViews.end())
+          in = &found->second;
+      }
+  return llvm::Error::success();
+}
+
+void CudaRuntime::givePinned(uint32_t id, const void *pinned) {
+  DeviceTensor view = tensors[id];
+  view.data = const_cast<void *>(pinned);
+  pinnedViews.emplace(id, std::move(view));
+}
+
+llvm::Error CudaRuntime::prepareInstructions(const CudaRuntimeOptions &opts) {
+  const plan::Plan &plan = program.getPlan();
+  auto &prepared = program.instructions();
+  device.resize(prepared.size());
+  // The instructions that signal each event, in plan order: a wait for its
+  // n-th signal waits for the n-th of them.
+  std::vector<std::vector<unsigned>> signallers(plan.num_events());
+  for (unsigned i = 0; i < prepared.size(); ++i)
+    for (uint32_t e : prepared[i].signals)
+      signallers[e].push_back(i);
+  for (unsigned i = 0; i < prepared.size(); ++i) {
+    const PreparedInstruction &p = prepared[i];
+    DeviceInstruction &d = device[i];
+    d.onDevice = isDeviceStream(p.stream);
+    if (!d.onDevice)
+      continue;
+    d.stream = streams.at(p.stream).get();
+    if (!p.signals.empty()) {
+      auto ev = Event::create();
+      if (!ev)
+        return ev.takeError();
+      d.done = ev->get();
+      events.push_back(std::move(*ev));
+    }
+  }
+  for (unsigned i = 0; i < prepared.size(); ++i) {
+    const PreparedInstruction &p = prepared[i];
+    DeviceInstruction &d = device[i];
+    for (auto [e, count] : p.waits) {
+      unsigned from = signallers[e][count - 1];
+      const DeviceInstruction &s = device[from];
+      // Host work is complete once its signal is counted; device work on
+      // the same stream is ordered by the stream.
+      if (!s.onDevice || (d.onDevice && prepared[from].stream == p.stream))
+        continue;
+      d.waits.push_back(s.done);
+    }
+    if (!d.onDevice)
+      continue;
+    const plan::Instruction &inst = *p.source;
+    if (p.kind == rt::InstructionKind::Copy) {
+      bool srcDevice = inGpuMirror(p.copySrc), dstDevice = inGpuMirror(p.copyDst);
+      d.copySrc = srcDevice ? deviceAddress(p.copySrc) : p.copySrc;
+      d.copyDst = dstDevice ? deviceAddress(p.copyDst) : p.copyDst;
+      d.copyKind = srcDevice && dstDevice ? cudaMemcpyDeviceToDevice
+                   : srcDevice            ? cudaMemcpyDeviceToHost
+                   : dstDevice            ? cudaMemcpyHostToDevice
+                                          : cudaMemcpyHostToHost;
+      continue;
+    }
+    if (hostComputed.contains(i))
+      continue;
+    d.fn = lookupCudaKernel(inst.domain(), inst.op());
+    d.gemm = gemms.at(p.stream).get();
+    d.scratch = scratch.at(p.stream);
+    d.scratchBytes = scratchBytes;
+    for (int id : inst.inputs())
+      d.inputs.push_back(id < 0 ? nullptr : &tensors[id]);
+    for (int id : inst.outputs())
+      d.outputs.push_back(id < 0 ? nullptr : &tensors[id]);
+  }
+  allowTf32 = opts.allowTf32;
+  if (plan.loss() >= 0)
+    readBack.push_back(plan.loss());
+  if (plan.has_loss_scaling()) {
+    readBack.push_back(plan.loss_scaling().scale());
+    readBack.push_back(plan.loss_scaling().found_inf());
+  }
+  for (uint32_t id : plan.outputs())
+    readBack.push_back(id);
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::start(const CudaRuntimeOptions &opts) {
+  auto count = cudaDeviceCount();
+  if (!count)
+    return addContext(count.takeError(), "--backend=cuda");
+  if (*count == 0)
+    return makeError("--backend=cuda needs a CUDA device, and this machine "
+                     "has none (use --backend=cpu)");
+  if (opts.device < 0 || opts.device >= *count)
+    return makeError("CUDA device " + llvm::Twine(opts.device) +
+                     " does not exist (this machine has " +
+                     llvm::Twine(*count) + ")");
+  ZINC_CUDA_TRY(cudaSetDevice(opts.device));
+  if (auto err = checkKernels())
+    return err;
+  if (auto err = layOut(opts))
+    return err;
+  if (auto err = prepareInstructions(opts))
+    return err;
+  return computeOnHost();
+}
+
+llvm::Error CudaRuntime::beforeRun(const PreparedInstruction &inst) {
+  const DeviceInstruction &d = device[indexOf(inst)];
+  for (cudaEvent_t ev : d.waits) {
+    if (d.onDevice)
+      ZINC_CUDA_TRY(cudaStreamWaitEvent(d.stream, ev, 0));
+    else
+      ZINC_CUDA_TRY(cudaEventSynchronize(ev));
+  }
+  return llvm::Error::success();
+}
+
+bool CudaRuntime::deviceReady(const PreparedInstruction &inst) {
+  const DeviceInstruction &d = device[indexOf(inst)];
+  if (d.onDevice)
+    return true;
+  // Not ready, or failed: either way beforeRun's synchronize says which.
+  return llvm::all_of(d.waits,
+                      [](cudaEvent_t ev) { return cudaEventQuery(ev) == cudaSuccess; });
+}
+
+llvm::Error CudaRuntime::run(PreparedInstruction &inst, unsigned index,
+                             int64_t step, uint64_t seed,
+                             rt::TransferBytes &bytes) {
+  DeviceInstruction &d = device[index];
+  if (!d.onDevice)
+    return rt::runOnHost(program, inst, step, seed, bytes);
+  if (inst.kind == rt::InstructionKind::Copy) {
+    if (inst.copyBytes)
+      ZINC_CUDA_TRY(cudaMemcpyAsync(d.copyDst, d.copySrc, inst.copyBytes,
+                                    d.copyKind, d.stream));
+    if (d.copyKind == cudaMemcpyHostToDevice)
+      bytes.h2d += inst.copyBytes;
+    else if (d.copyKind == cudaMemcpyDeviceToHost)
+      bytes.d2h += inst.copyBytes;
+  } else if (d.hostComputed) {
+    for (const DeviceInstruction::ConstantCopy &c : d.constants)
+      if (auto err = checkCuda(
+              cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice,
+                              d.stream),
+              "cudaMemcpyAsync(" + llvm::Twine(c.bytes) +
+                  " bytes computed at start-up)"))
+        return err;
+  } else {
+    CudaKernelCall call{inst.source->op(),
+                        inst.source->name(),
+                        program.getPlan().opset_version(),
+                        inst.attrs,
+                        d.inputs,
+                        d.outputs};
+    call.step = step;
+    call.seed = seed;
+    call.stream = d.stream;
+    call.gemm = d.gemm;
+    call.allowTf32 = allowTf32;
+    call.workspace = d.scratch;
+    call.workspaceBytes = d.scratchBytes;
+    call.effects = inst.effects;
+    if (auto err = d.fn(call))
+      return err;
+  }
+  if (d.done)
+    ZINC_CUDA_TRY(cudaEventRecord(d.done, d.stream));
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::finishStep() {
+  for (auto &[stream, s] : streams)
+    if (auto err = s.synchronize())
+      return addContext(std::move(err),
+                        "the " + plan::streamName(stream) +
+                            " stream's device work of the step (ZINC_SERIAL=1 "
+                            "names the instruction)");
+  for (uint32_t id : readBack)
+    if (auto err = copyTensor(id, /*toDevice=*/false))
+      return err;
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::finishInstruction(const PreparedInstruction &inst) {
+  if (!device[indexOf(inst)].onDevice)
+    return llvm::Error::success();
+  return checkCuda(cudaDeviceSynchronize(), "its device work");
+}
+
+llvm::Expected<uint64_t> CudaRuntime::measuredGpuPeak() {
+  // Only the words above the last mark are scanned: the mark only rises.
+  uint64_t from = watermarkWords * 4;
+  if (from >= planBytes)
+    return from;
+  ZINC_CUDA_TRY(cudaMemset(watermarkSlot, 0, sizeof(*watermarkSlot)));
+  if (auto err = queueHighestChange(static_cast<uint8_t *>(planBase) + from,
+                                    planBytes - from, watermarkSlot, nullptr))
+    return err;
+  unsigned long long words = 0;
+  ZINC_CUDA_TRY(cudaMemcpy(&words, watermarkSlot, sizeof(words),
+                           cudaMemcpyDeviceToHost));
+  watermarkWords += words;
+  return watermarkWords * 4;
+}
+
+llvm::Error CudaRuntime::copyTensor(uint32_t id, bool toDevice) {
+  if (program.place(id).tier != plan::TIER_GPU)
+    return llvm::Error::success();
+  const cpu::TensorRef &host = program.tensor(id);
+  uint64_t n = host.byteSize();
+  if (!n)
+    return llvm::Error::success();
+  void *dev = tensors[id].data;
+  return checkCuda(
+      toDevice ? cudaMemcpy(dev, host.data, n, cudaMemcpyHostToDevice)
+               : cudaMemcpy(host.data, dev, n, cudaMemcpyDeviceToHost),
+      "cudaMemcpy(" + llvm::Twine(n) + " bytes of '" +
+          program.getPlan().tensors(id).name() + "' " +
+          (toDevice ? "to" : "from") + " the device)");
+}
+
+llvm::Error CudaRuntime::inputsToDevice(llvm::ArrayRef<uint32_t> ids) {
+  for (uint32_t id : ids)
+    if (auto err = copyTensor(id, /*toDevice=*/true))
+      return err;
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::stateToDevice() {
+  for (const plan::Tensor &t : program.getPlan().tensors())
+    if (persistentRole(t.role()))
+      if (auto err = copyTensor(t.id(), /*toDevice=*/true))
+        return err;
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::stateToHost() {
+  for (const plan::Tensor &t : program.getPlan().tensors())
+    if (persistentRole(t.role()))
+      if (auto err = copyTensor(t.id(), /*toDevice=*/false))
+        return err;
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<rt::ExecutionHooks>>
+createCudaRuntime(rt::Program &program, const CudaRuntimeOptions &opts) {
+  auto runtime = std::make_unique<CudaRuntime>(program);
+  if (auto err = runtime->start(opts))
+    return err;
+  return std::unique_ptr<rt::ExecutionHooks>(std::move(runtime));
+}
+
+} // namespace zinc::cuda

