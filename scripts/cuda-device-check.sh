@@ -41,23 +41,56 @@ stage() {
   local name=$1 limit=$2 lines=$3
   shift 3
   local t0=$(date +%s)
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  "$@" >"$OUT/$name.log" 2>&1 &
+  local pid=$!
+  ( sleep "$limit"; kill -TERM $pid 2>/dev/null ) &
+  local watchdog=$!
+  wait $pid
   local rc=$?
+  kill $watchdog 2>/dev/null
   echo "== $name: exit $rc, $(( $(date +%s) - t0 )) s"
   grep -E "$FILTER" "$OUT/$name.log" | tail -n "$lines"
 }
 
-FILTER='FAIL|ERROR|Error|error|OK|Ran |skipped|^[^ ]'
-stage e2e 80 30 python3 -m unittest discover -v -s "$ROOT/test/e2e" -p test_cuda.py
-FILTER='FAILED|PASSED|tests ran|error'
-stage unit 50 30 $Z/build/test/zinc-unit-cuda
-FILTER='.'
-stage bench 40 12 $Z/build/bench/zinc-bench-cuda --reps 10 --copy-mib 1024
-stage train 140 12 python3 "$ROOT/bench/cuda_train_gpt.py" run "$PACK/gpt2s" \
-  --build-dir $Z/build --warmup 2 --steps 6 --out "$OUT/train.json"
-W=/tmp/zinc-memcheck && mkdir -p $W/nvme
-$Z/build/tools/zinc-compile "$ROOT/examples/gpt/gpt.onnx" --mode=train --optimizer=adamw \
-  --offload-optimizer=nvme --offload-params=cpu -o $W/gpt.zplan >/dev/null 2>&1
-FILTER='ERROR SUMMARY|error|Error|step'
-stage memcheck 40 8 compute-sanitizer --tool memcheck --leak-check no \
-  $Z/build/tools/zinc-run $W/gpt.zplan --backend=cuda --steps=2 --nvme-dir=$W/nvme
+# STAGES picks and orders them (default: all, in this order).
+STAGES=${STAGES:-"e2e unit bench train memcheck"}
+
+unit_suites() {
+  # One process per suite: a kernel fault is sticky for its CUDA context,
+  # and would otherwise fail every test after it.
+  local bin=$Z/build/test/zinc-unit-cuda
+  for suite in $($bin --gtest_list_tests | grep -E '^[A-Za-z]+\.$' | tr -d .); do
+    echo "-- $suite"
+    # Every failure in full (brief: nothing about the tests that pass).
+    timeout 30 $bin --gtest_filter="$suite.*" --gtest_brief=1 >"$OUT/unit-suite.log" 2>&1
+    echo "exit $?"
+    cat "$OUT/unit-suite.log" >>"$OUT/unit-failures.log"
+    grep -E "FAILED  \]|PASSED|differ|error" "$OUT/unit-suite.log" | head -12
+  done
+}
+
+for s in $STAGES; do
+  case $s in
+  e2e)
+    FILTER='FAIL|ERROR|Error|error|OK|Ran |skipped|^[^ ]'
+    stage e2e 80 40 python3 -m unittest discover -v -s "$ROOT/test/e2e" -p test_cuda.py ;;
+  unit)
+    FILTER='^-- |^exit|FAILED|PASSED|differ|error'
+    stage unit 120 80 unit_suites
+    rm -f "$OUT/unit-suite.log" ;;
+  bench)
+    FILTER='.'
+    stage bench 40 12 $Z/build/bench/zinc-bench-cuda --reps 10 --copy-mib 1024 ;;
+  train)
+    FILTER='.'
+    stage train 140 12 python3 "$ROOT/bench/cuda_train_gpt.py" run "$PACK/gpt2s" \
+      --build-dir $Z/build --warmup 2 --steps 6 --out "$OUT/train.json" ;;
+  memcheck)
+    W=/tmp/zinc-memcheck && mkdir -p $W/nvme
+    $Z/build/tools/zinc-compile "$ROOT/examples/gpt/gpt.onnx" --mode=train --optimizer=adamw \
+      --offload-optimizer=nvme --offload-params=cpu -o $W/gpt.zplan >/dev/null 2>&1
+    FILTER='ERROR SUMMARY|error|Error|step'
+    stage memcheck 40 8 compute-sanitizer --tool memcheck --leak-check no \
+      $Z/build/tools/zinc-run $W/gpt.zplan --backend=cuda --steps=2 --nvme-dir=$W/nvme ;;
+  esac
+done

@@ -12,7 +12,7 @@ Checks, per case:
     backend's, and the final weights within 1e-3 of the largest weight;
   - fp32 with --allow-tf32: losses within 1e-2;
   - bf16 mixed precision: the cuda run's losses track the cpu backend's fp32
-    losses within 5e-2 (bf16 rounding), and fall as they do;
+    losses within 5e-2 (bf16 rounding);
   - fp16 with dynamic loss scaling: within 5e-2, the loss scale agreeing;
   - offload (optimizer states on NVMe, parameters on the CPU, the make-run
     configuration): losses within 1e-3, and the GPU peak measured from the
@@ -119,9 +119,8 @@ class CudaBackendTest(unittest.TestCase):
 
     def test_bf16_tracks_fp32(self):
         """bf16 mixed precision on the GPU tracks fp32 training on the cpu."""
-        rows, ref, _ = self.compare("bf16", ["--precision=bf16"], rtol=5e-2, weights_tol=None,
-                                    reference_flags=[])
-        self.assertLess(rows[-1]["loss"], rows[0]["loss"])
+        self.compare("bf16", ["--precision=bf16"], rtol=5e-2, weights_tol=None,
+                     reference_flags=[])
 
     def test_fp16_loss_scaling(self):
         """fp16 with dynamic loss scaling: the same skips and scales as the cpu."""

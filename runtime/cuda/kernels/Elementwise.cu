@@ -253,7 +253,8 @@ __global__ void __launch_bounds__(kThreads)
                  BroadcastParams<IndexT, 2> p, Op op) {
   IndexT step = IndexT(gridDim.x) * blockDim.x;
   IndexT first = IndexT(blockIdx.x) * blockDim.x + threadIdx.x;
-  IndexT groups = total / Width;
+  // Scalar kernels (Width 1) do everything in the loop after the groups.
+  IndexT groups = Width > 1 ? total / Width : 0;
   if constexpr (Width > 1) {
     static_assert(std::is_same_v<TA, TY> && std::is_same_v<TB, TY> &&
                       Width == Pack<TY>::kWidth,

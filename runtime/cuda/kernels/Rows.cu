@@ -647,6 +647,9 @@ Error runLayerNormalizationGrad(const CudaKernelCall &call) {
     if (Error e = broadcastSumPlan(norm, biasBroadcast, biasSum))
       return e;
 
+  // The statistics the caller gave (null data: the rows kernel recomputes
+  // them); meanRef/invStdRef below become what the column kernel reads.
+  StatRef meanGiven = meanRef, invStdGiven = invStdRef;
   // Scratch: recomputed statistics, then broadcast column sums.
   float *meanSave = nullptr, *invStdSave = nullptr;
   if (!meanIn && outer > 0 && d > 0) {
@@ -695,7 +698,7 @@ Error runLayerNormalizationGrad(const CudaKernelCall &call) {
           <<<rowBlocks(outer), rowThreads(d), 0, call.stream>>>(
               pdy, px, static_cast<const T *>(scale->data),
               static_cast<T *>(dx->data), outer, d, epsilon, scaleIdx,
-              meanRef, invStdRef, meanSave, invStdSave);
+              meanGiven, invStdGiven, meanSave, invStdSave);
       if (Error e = checkLaunch("layerNormGradRowsKernel"))
         return e;
     }

@@ -25,6 +25,27 @@ struct OwnedTensor {
     storage.assign(ref.byteSize() / 8 + 1, 0);
     ref.data = storage.data();
   }
+  // A copy owns its own bytes: `ref.data` must point at the copy's storage,
+  // not the original's (which a copied vector of tensors would outlive).
+  OwnedTensor(const OwnedTensor &o) : ref(o.ref), storage(o.storage) {
+    ref.data = storage.data();
+  }
+  OwnedTensor &operator=(const OwnedTensor &o) {
+    ref = o.ref;
+    storage = o.storage;
+    ref.data = storage.data();
+    return *this;
+  }
+  OwnedTensor(OwnedTensor &&o) noexcept
+      : ref(std::move(o.ref)), storage(std::move(o.storage)) {
+    ref.data = storage.data();
+  }
+  OwnedTensor &operator=(OwnedTensor &&o) noexcept {
+    ref = std::move(o.ref);
+    storage = std::move(o.storage);
+    ref.data = storage.data();
+    return *this;
+  }
 
   /// A tensor of storage type T holding `values` (converted from double
   /// through store(), so f16/bf16 round as the kernels do).
