@@ -135,11 +135,14 @@ protected:
     stream = std::move(s);
   }
 
-  /// Space for a tensor, `shift` bytes past an aligned offset (to test
+  /// Space for a tensor, `shift` elements past an aligned offset (to test
   /// unaligned pointers), filled with 0xFF bytes: NaN in every float type,
   /// so anything left unwritten shows.
   llvm::Expected<DeviceTensor>
   allocate(DType dtype, llvm::ArrayRef<int64_t> shape, uint64_t shift = 0) {
+    // Whole elements: a kernel may assume its tensors' natural alignment
+    // (the arena gives every tensor at least 64 bytes), not 16 bytes.
+    shift *= dtypeSize(dtype);
     DeviceTensor d = shapeOnly(dtype, shape);
     auto offset = arena.place(d.byteSize() + shift + 1);
     if (!offset)

@@ -85,10 +85,12 @@ protected:
     stream = std::move(s);
   }
 
-  /// `t`'s bytes in the arena, `shift` bytes past an aligned offset.
+  /// `t`'s bytes in the arena, `shift` elements past an aligned offset
+  /// (whole elements: kernels may assume natural alignment, not 16 bytes).
   llvm::Expected<DeviceTensor> upload(const OwnedTensor &t,
                                       uint64_t shift = 0) {
     DeviceTensor d = shapeOnly(t.ref.dtype, t.ref.shape);
+    shift *= dtypeSize(t.ref.dtype);
     auto offset = arena.place(d.byteSize() + shift + 1);
     if (!offset)
       return offset.takeError();
@@ -162,7 +164,7 @@ protected:
         devIns[i] = shapeOnly(r.inputs[i]->ref.dtype, r.inputs[i]->ref.shape);
         devIns[i].data = r.inputs[i]->ref.data;
       } else {
-        auto d = upload(*r.inputs[i], i % 3 * 4);
+        auto d = upload(*r.inputs[i], i % 3);
         if (!d)
           return d.takeError();
         devIns[i] = *d;
