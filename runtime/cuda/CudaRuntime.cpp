@@ -158,7 +158,11 @@ private:
   bool allowTf32 = false;
 };
 
-llvm::Error CudaRuntime::checkKernels() {
+/// Sorts the kernel instructions of `program`'s device streams: those
+/// start-up computes on the host go into `hostComputed`; an error names
+/// every op that has no cuda kernel (and refuses plans of several ranks).
+llvm::Error classifyKernels(Program &program,
+                            llvm::DenseSet<unsigned> &hostComputed) {
   const plan::Plan &plan = program.getPlan();
   if (plan.ranks() > 1)
     return makeError(
@@ -201,6 +205,10 @@ llvm::Error CudaRuntime::checkKernels() {
             (count == 1 ? " node)" : " nodes)");
   return makeError("the cuda backend has no kernel yet for " + list +
                    "; use --backend=cpu");
+}
+
+llvm::Error CudaRuntime::checkKernels() {
+  return classifyKernels(program, hostComputed);
 }
 
 llvm::Error CudaRuntime::layOut(const CudaRuntimeOptions &opts) {
@@ -596,6 +604,11 @@ llvm::Error CudaRuntime::stateToHost() {
 }
 
 } // namespace
+
+llvm::Error checkCudaSupport(rt::Program &program) {
+  llvm::DenseSet<unsigned> hostComputed;
+  return classifyKernels(program, hostComputed);
+}
 
 llvm::Expected<std::unique_ptr<rt::ExecutionHooks>>
 createCudaRuntime(rt::Program &program, const CudaRuntimeOptions &opts) {

@@ -15,3 +15,15 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%python", "/usr/bin/python3"))
 if config.zinc_cuda:
     config.available_features.add("cuda")
+# A machine with a CUDA device: tests of what zinc-run says without one
+# do not apply there.
+import shutil
+import subprocess
+if shutil.which("nvidia-smi"):
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, timeout=20).stdout
+        if b"GPU" in listed:
+            config.available_features.add("cuda-device")
+    except (OSError, subprocess.SubprocessError):
+        pass

@@ -451,8 +451,8 @@ TEST_F(ElementwiseDevice, ComparisonsAndLogicMatchCpu) {
         SCOPED_TRACE(std::string(op) + " " + dtypeName(dtype).str() + " " +
                      formatShape(c.a) + " " + formatShape(c.b));
         // Few distinct values, so that Equal is often true.
-        OwnedTensor a = randomTensor(dtype, c.a, rng, -3, 3, true);
-        OwnedTensor b = randomTensor(dtype, c.b, rng, -3, 3, true);
+        OwnedTensor a = randomTensor(dtype, c.a, rng, -3, 3, DrawKind::Floored);
+        OwnedTensor b = randomTensor(dtype, c.b, rng, -3, 3, DrawKind::Floored);
         ASSIGN_OR_FAIL(shape, cpu::broadcastShapes(c.a, c.b));
         compareWithCpu(op, false, attrs({}), {&a, &b}, DType::Bool, shape,
                        {0, 0});

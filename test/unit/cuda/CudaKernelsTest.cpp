@@ -8,13 +8,9 @@
 // every machine.
 //
 //===----------------------------------------------------------------------===//
-#include "test/unit/cuda/ErrorAssertions.h"
-#include "test/unit/kernels/KernelCallHelpers.h"
+#include "test/unit/cuda/DeviceTestSupport.h"
 #include "zinc/runtime/cuda/CublasLtGemm.h"
-#include "zinc/runtime/cuda/CudaCheck.h"
-#include "zinc/runtime/cuda/Device.h"
 #include "zinc/runtime/cuda/Elementwise.h"
-#include "gtest/gtest.h"
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -23,87 +19,19 @@
 
 using namespace zinc;
 using namespace zinc::cuda;
+using namespace zinc::cuda::test;
 using zinc::cpu::test::attrs;
 using zinc::cpu::test::floatAttr;
 using zinc::cpu::test::intAttr;
-using zinc::cpu::test::OwnedTensor;
 
 namespace {
 
-std::string errorText(llvm::Error err) {
-  return err ? llvm::toString(std::move(err)) : std::string();
-}
-
-/// Whether a device is usable; `why` says why not.
-bool deviceAvailable(std::string &why) {
-  llvm::Expected<int> count = cudaDeviceCount();
-  if (!count) {
-    why = "CUDA device query failed: " + llvm::toString(count.takeError());
-    return false;
-  }
-  if (*count == 0) {
-    why = "no CUDA device";
-    return false;
-  }
-  return true;
-}
-
 const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
-/// Every element of `t` as double.
-std::vector<double> valuesOf(const OwnedTensor &t) {
-  return cpu::visitDType(t.ref.dtype,
-                         [&](auto tag) { return t.values<decltype(tag)>(); });
-}
-
-/// A tensor of `dtype` holding `values`, rounded as the cpu kernels round.
-OwnedTensor tensorOf(DType dtype, llvm::ArrayRef<int64_t> shape,
-                     const std::vector<double> &values) {
-  return cpu::visitDType(dtype, [&](auto tag) {
-    return OwnedTensor::of<decltype(tag)>(dtype, shape, values);
-  });
-}
-
-/// Uniform in [lo, hi]; with `awayFromZero`, magnitudes in [lo, hi] with a
-/// random sign (divisors).
-OwnedTensor randomTensor(DType dtype, llvm::ArrayRef<int64_t> shape,
-                         std::mt19937 &rng, double lo, double hi,
-                         bool awayFromZero = false) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(numElements(shape));
-  for (double &x : v)
-    x = awayFromZero ? (rng() % 2 ? dist(rng) : -dist(rng)) : dist(rng);
-  return tensorOf(dtype, shape, v);
-}
-
-struct Tolerance {
-  double atol, rtol;
-};
-
-/// Element-wise |got - want| <= atol + rtol * |want|; NaN must meet NaN and
-/// infinities must match exactly.
+/// expectValuesClose: any shapes of as many elements.
 void expectClose(const OwnedTensor &got, const OwnedTensor &want,
                  Tolerance tol) {
-  std::vector<double> g = valuesOf(got), w = valuesOf(want);
-  ASSERT_EQ(g.size(), w.size());
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok = std::isnan(w[i])
-                  ? std::isnan(g[i])
-                  : (g[i] == w[i] || std::fabs(g[i] - w[i]) <=
-                                         tol.atol + tol.rtol * std::fabs(w[i]));
-    if (!ok && bad++ == 0)
-      first = i;
-  }
-  EXPECT_EQ(bad, 0u) << bad << " of " << g.size()
-                     << " elements differ; first at " << first << ": got "
-                     << g[first] << ", want " << w[first];
-}
-
-/// One unit in the last place, relative, of a 16-bit type; 0 for f32 (for
-/// ops whose f32 results must be identical).
-double halfUlp(DType t) {
-  return t == DType::BF16 ? 1.0 / 128 : t == DType::F16 ? 1.0 / 1024 : 0.0;
+  expectValuesClose(got, want, tol);
 }
 
 //===----------------------------------------------------------------------===//
@@ -150,12 +78,7 @@ TEST(CudaNoDevice, ErrorsNameTheCall) {
 }
 
 TEST(CudaNoDevice, ElementwiseChecksBeforeTouchingTheDevice) {
-  auto t = [](DType dtype, llvm::ArrayRef<int64_t> shape) {
-    DeviceTensor d;
-    d.dtype = dtype;
-    d.shape.assign(shape.begin(), shape.end());
-    return d;
-  };
+  auto t = shapeOnly;
   cudaStream_t s = nullptr;
   EXPECT_EQ(
       errorText(launchBinary(BinaryOpKind::Add, t(DType::F32, {2, 3}),
@@ -193,76 +116,12 @@ TEST(CudaNoDevice, ElementwiseChecksBeforeTouchingTheDevice) {
 // With a device
 //===----------------------------------------------------------------------===//
 
-class CudaDevice : public ::testing::Test {
+class CudaDevice : public DeviceTest {
 protected:
   static constexpr uint64_t kArenaBytes = uint64_t(64) << 20;
 
-  void SetUp() override {
-    std::string why;
-    if (!deviceAvailable(why))
-      GTEST_SKIP() << why;
-    ASSIGN_OR_FAIL(a, DeviceArena::create(kArenaBytes));
-    arena = std::move(a);
-    ASSIGN_OR_FAIL(s, Stream::create());
-    stream = std::move(s);
-  }
+  CudaDevice() : DeviceTest(kArenaBytes) {}
 
-  /// Space for `t` in the arena, `shift` elements past an aligned offset (to
-  /// test unaligned pointers), filled with 0xFF bytes: NaN in every float
-  /// type, so anything left unwritten shows.
-  llvm::Expected<DeviceTensor>
-  allocate(DType dtype, llvm::ArrayRef<int64_t> shape, uint64_t shift = 0) {
-    // Whole elements: a kernel may assume its tensors' natural alignment
-    // (the arena gives every tensor at least 64 bytes), not 16 bytes.
-    shift *= dtypeSize(dtype);
-    DeviceTensor d;
-    d.dtype = dtype;
-    d.shape.assign(shape.begin(), shape.end());
-    auto offset = arena.place(d.byteSize() + shift + 1);
-    if (!offset)
-      return offset.takeError();
-    auto ptr = arena.pointer(*offset + shift, d.byteSize());
-    if (!ptr)
-      return ptr.takeError();
-    d.data = *ptr;
-    if (llvm::Error err =
-            checkCuda(cudaMemsetAsync(d.data, 0xFF, d.byteSize(), stream.get()),
-                      "cudaMemsetAsync"))
-      return err;
-    return d;
-  }
-
-  llvm::Expected<DeviceTensor> upload(const OwnedTensor &t,
-                                      uint64_t shift = 0) {
-    auto d = allocate(t.ref.dtype, t.ref.shape, shift);
-    if (!d)
-      return d.takeError();
-    if (llvm::Error err =
-            checkCuda(cudaMemcpyAsync(d->data, t.ref.data, t.ref.byteSize(),
-                                      cudaMemcpyHostToDevice, stream.get()),
-                      "cudaMemcpyAsync(host to device)"))
-      return err;
-    // The host buffer may go away before the copy has run.
-    if (llvm::Error err = stream.synchronize())
-      return err;
-    return d;
-  }
-
-  /// Waits for the stream and copies `d` back.
-  llvm::Expected<OwnedTensor> download(const DeviceTensor &d) {
-    OwnedTensor t(d.dtype, d.shape);
-    if (llvm::Error err =
-            checkCuda(cudaMemcpyAsync(t.ref.data, d.data, d.byteSize(),
-                                      cudaMemcpyDeviceToHost, stream.get()),
-                      "cudaMemcpyAsync(device to host)"))
-      return err;
-    if (llvm::Error err = stream.synchronize())
-      return err;
-    return t;
-  }
-
-  DeviceArena arena;
-  Stream stream;
   std::mt19937 rng{20240611};
 };
 
@@ -362,9 +221,10 @@ TEST_F(CudaDevice, BinaryOpsMatchCpu) {
                      (c.shiftA ? " misaligned" : "") +
                      (c.inPlace ? " in place" : ""));
         OwnedTensor a = randomTensor(dtype, c.a, rng, -2, 2);
-        OwnedTensor b = op == BinaryOpKind::Div
-                            ? randomTensor(dtype, c.b, rng, 0.5, 2, true)
-                            : randomTensor(dtype, c.b, rng, -2, 2);
+        OwnedTensor b =
+            op == BinaryOpKind::Div
+                ? randomTensor(dtype, c.b, rng, 0.5, 2, DrawKind::AwayFromZero)
+                : randomTensor(dtype, c.b, rng, -2, 2);
         ASSIGN_OR_FAIL(shape, cpu::broadcastShapes(c.a, c.b));
         OwnedTensor want(dtype, shape);
         ASSERT_NO_ERROR(cpu::test::runKernel(cpu::lookupKernel(opName(op)),

@@ -115,7 +115,7 @@ class CudaMatMul : public CudaMatMulDevice {
 protected:
   /// Runs `op` (zinc's own when `zinc`) on inputs a, b and the optional c
   /// on the cpu and on the GPU, and compares the outputs of `yShape`.
-  /// `shiftA` misaligns A on the device by that many bytes.
+  /// `shiftA` misaligns A on the device by that many elements.
   void expectSameAsCpu(bool zinc, llvm::StringRef op,
                        const AttributeList &attributes, const OwnedTensor &a,
                        const OwnedTensor &b, const OwnedTensor *c,
@@ -142,12 +142,12 @@ protected:
 TEST_F(CudaMatMul, MatMulMatchesCpu) {
   struct Case {
     std::vector<int64_t> a, b, y;
-    /// Bytes to misalign A by (one element), to test the alignment hints.
+    /// Elements to misalign A by, to test the alignment hints.
     uint64_t shiftA = 0;
   };
   const Case cases[] = {
       {{17, 45}, {45, 33}, {17, 33}},             // one GEMM
-      {{17, 45}, {45, 33}, {17, 33}, 2},          // ... A misaligned
+      {{17, 45}, {45, 33}, {17, 33}, 1},          // ... A misaligned
       {{3, 17, 45}, {3, 45, 33}, {3, 17, 33}},    // strided batch
       {{4, 17, 45}, {45, 33}, {4, 17, 33}},       // shared B: one tall GEMM
       {{17, 45}, {3, 45, 33}, {3, 17, 33}},       // shared A: stride 0
@@ -166,7 +166,7 @@ TEST_F(CudaMatMul, MatMulMatchesCpu) {
       OwnedTensor a = randomTensor(dtype, c.a, rng);
       OwnedTensor b = randomTensor(dtype, c.b, rng);
       expectSameAsCpu(false, "MatMul", attrs({}), a, b, nullptr, c.y,
-                      c.a.back(), c.shiftA * dtypeSize(dtype) / 2);
+                      c.a.back(), c.shiftA);
     }
 }
 

@@ -375,7 +375,8 @@ TEST_F(CudaRows, ReductionsMatchCpu) {
           else if (c.keepdims)
             outShape.push_back(1);
         }
-        OwnedTensor x = randomTensor(dtype, c.x, rng, -4, 4);
+        OwnedTensor x =
+            randomTensor(dtype, c.x, rng, -4, 4, DrawKind::FlooredForIntegers);
         OwnedTensor axes = OwnedTensor::ints({int64_t(c.axes.size())}, c.axes);
         OwnedTensor want(dtype, outShape);
         const OwnedTensor *axesIn = c.asInput ? &axes : nullptr;
@@ -425,7 +426,8 @@ TEST_F(CudaRows, TransposeMatchesCpu) {
       SCOPED_TRACE(dtypeName(dtype).str() + " " + formatShape(c.shape) +
                    " by " + formatShape(c.perm));
       AttributeList a = attrs({intsAttr("perm", c.perm)});
-      OwnedTensor x = randomTensor(dtype, c.shape, rng, 0, 100);
+      OwnedTensor x = randomTensor(dtype, c.shape, rng, 0, 100,
+                                   DrawKind::FlooredForIntegers);
       std::vector<int64_t> outShape;
       for (int64_t p : c.perm)
         outShape.push_back(c.shape[p]);

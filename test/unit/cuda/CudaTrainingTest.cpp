@@ -194,7 +194,7 @@ std::string checkError(llvm::StringRef domain, llvm::StringRef op,
   for (DeviceTensor &t : outputs)
     outs.push_back(&t);
   CudaKernelCall call{op, "test", opset, a, ins, outs};
-  return errorMessage(lookupCudaKernel(domain, op)(call));
+  return errorText(lookupCudaKernel(domain, op)(call));
 }
 
 TEST(CudaTrainingNoDevice, ArgumentErrorsNameTheOp) {
@@ -531,7 +531,7 @@ TEST_F(CudaTrainingDevice, SliceListsInDeviceMemoryAreRefused) {
   slice.outputs = {OwnedTensor(DType::F32, {3})};
   auto got = runCuda(slice);
   ASSERT_FALSE(static_cast<bool>(got));
-  std::string text = errorMessage(got.takeError());
+  std::string text = errorText(got.takeError());
   EXPECT_NE(text.find("unsupported: Slice with its starts in device memory"),
             std::string::npos)
       << text;

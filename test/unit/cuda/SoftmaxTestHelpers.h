@@ -10,13 +10,8 @@
 #ifndef ZINC_TEST_UNIT_CUDA_SOFTMAXTESTHELPERS_H
 #define ZINC_TEST_UNIT_CUDA_SOFTMAXTESTHELPERS_H
 
-#include "test/unit/cuda/ErrorAssertions.h"
-#include "test/unit/kernels/KernelCallHelpers.h"
-#include "zinc/runtime/cuda/CudaCheck.h"
-#include "zinc/runtime/cuda/CudaKernel.h"
-#include "zinc/runtime/cuda/Device.h"
+#include "test/unit/cuda/DeviceTestSupport.h"
 #include "zinc/support/Error.h"
-#include "gtest/gtest.h"
 #include <cmath>
 #include <random>
 #include <string>
@@ -24,35 +19,7 @@
 
 namespace zinc::cuda::softmaxtest {
 
-using cpu::test::OwnedTensor;
-
-inline std::string errorText(llvm::Error err) {
-  return err ? llvm::toString(std::move(err)) : std::string();
-}
-
-/// Every element of `t` as double.
-inline std::vector<double> valuesOf(const OwnedTensor &t) {
-  return cpu::visitDType(t.ref.dtype,
-                         [&](auto tag) { return t.values<decltype(tag)>(); });
-}
-
-/// A tensor of `dtype` holding `values`, rounded as the cpu kernels round.
-inline OwnedTensor tensorOf(DType dtype, llvm::ArrayRef<int64_t> shape,
-                            const std::vector<double> &values) {
-  return cpu::visitDType(dtype, [&](auto tag) {
-    return OwnedTensor::of<decltype(tag)>(dtype, shape, values);
-  });
-}
-
-/// Uniform in [lo, hi].
-inline OwnedTensor randomTensor(DType dtype, llvm::ArrayRef<int64_t> shape,
-                                std::mt19937 &rng, double lo, double hi) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(numElements(shape));
-  for (double &x : v)
-    x = dist(rng);
-  return tensorOf(dtype, shape, v);
-}
+using namespace zinc::cuda::test;
 
 /// A bool tensor, each element true with probability `p`.
 inline OwnedTensor randomMask(llvm::ArrayRef<int64_t> shape, std::mt19937 &rng,
@@ -75,10 +42,6 @@ inline OwnedTensor randomTargets(DType dtype, llvm::ArrayRef<int64_t> shape,
              : OwnedTensor::of<int64_t>(DType::I64, shape, v);
 }
 
-struct Tolerance {
-  double atol, rtol;
-};
-
 /// Results computed in float on both sides and rounded once: a few f32
 /// ulps apart (exp, and sums added in another order), or one unit in the
 /// last place of a 16-bit type.
@@ -90,24 +53,11 @@ inline Tolerance softmaxTolerance(DType dtype) {
   return {1e-6, 2e-5};
 }
 
-/// Element-wise |got - want| <= atol + rtol * |want|; NaN only where NaN
-/// is wanted, infinities exactly.
+/// expectValuesClose for tensors of one shape.
 inline void expectClose(const OwnedTensor &got, const OwnedTensor &want,
                         Tolerance tol) {
   ASSERT_EQ(got.ref.shape, want.ref.shape);
-  std::vector<double> g = valuesOf(got), w = valuesOf(want);
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok = std::isnan(w[i])
-                  ? std::isnan(g[i])
-                  : (g[i] == w[i] || std::fabs(g[i] - w[i]) <=
-                                         tol.atol + tol.rtol * std::fabs(w[i]));
-    if (!ok && bad++ == 0)
-      first = i;
-  }
-  EXPECT_EQ(bad, 0u) << bad << " of " << g.size()
-                     << " elements differ; first at " << first << ": got "
-                     << g[first] << ", want " << w[first];
+  expectValuesClose(got, want, tol);
 }
 
 /// The cuda kernel of an op: `zinc` picks zinc's own domain.
@@ -133,15 +83,6 @@ inline llvm::Error runOnCpu(llvm::StringRef op, bool zinc,
   return cpu::test::runWithWorkspace(fn, call);
 }
 
-/// A device tensor of the given type and shape without memory: enough for
-/// the checks a kernel makes before it touches the device.
-inline DeviceTensor shapeOnly(DType dtype, llvm::ArrayRef<int64_t> shape) {
-  DeviceTensor d;
-  d.dtype = dtype;
-  d.shape.assign(shape.begin(), shape.end());
-  return d;
-}
-
 /// A call of the cuda kernel of `op` on shape-only tensors (null: absent).
 inline llvm::Error runShapesOnly(llvm::StringRef op, bool zinc,
                                  const AttributeList &attrs, int64_t opset,
@@ -151,66 +92,18 @@ inline llvm::Error runShapesOnly(llvm::StringRef op, bool zinc,
   return cudaKernelOf(op, zinc)(call);
 }
 
-class CudaSoftmax : public ::testing::Test {
+/// The shared fixture plus a scratch area at the start of the arena,
+/// which it starts again when it fills.
+class CudaSoftmax : public test::DeviceTest {
 protected:
-  static constexpr uint64_t kArenaBytes = uint64_t(256) << 20;
   /// Scratch given to calls that ask for it.
   static constexpr uint64_t kScratchBytes = uint64_t(1) << 20;
 
   void SetUp() override {
-    llvm::Expected<int> count = cudaDeviceCount();
-    if (!count)
-      GTEST_SKIP() << "CUDA device query failed: "
-                   << llvm::toString(count.takeError());
-    if (*count == 0)
-      GTEST_SKIP() << "no CUDA device";
-    ASSIGN_OR_FAIL(s, Stream::create());
-    stream = std::move(s);
-    ASSERT_NO_ERROR(resetArena());
-  }
-
-  /// Space for a tensor, filled with 0xFF bytes.
-  llvm::Expected<DeviceTensor> allocate(DType dtype,
-                                        llvm::ArrayRef<int64_t> shape) {
-    DeviceTensor d = shapeOnly(dtype, shape);
-    auto offset = arena.place(d.byteSize() + 1);
-    if (!offset)
-      return offset.takeError();
-    auto ptr = arena.pointer(*offset, d.byteSize() + 1);
-    if (!ptr)
-      return ptr.takeError();
-    d.data = *ptr;
-    if (llvm::Error err =
-            checkCuda(cudaMemsetAsync(d.data, 0xFF, d.byteSize(), stream.get()),
-                      "cudaMemsetAsync"))
-      return err;
-    return d;
-  }
-
-  llvm::Expected<DeviceTensor> upload(const OwnedTensor &t) {
-    auto d = allocate(t.ref.dtype, t.ref.shape);
-    if (!d)
-      return d.takeError();
-    if (llvm::Error err =
-            checkCuda(cudaMemcpyAsync(d->data, t.ref.data, t.ref.byteSize(),
-                                      cudaMemcpyHostToDevice, stream.get()),
-                      "cudaMemcpyAsync(host to device)"))
-      return err;
-    if (llvm::Error err = stream.synchronize())
-      return err;
-    return d;
-  }
-
-  llvm::Expected<OwnedTensor> download(const DeviceTensor &d) {
-    OwnedTensor t(d.dtype, d.shape);
-    if (llvm::Error err =
-            checkCuda(cudaMemcpyAsync(t.ref.data, d.data, d.byteSize(),
-                                      cudaMemcpyDeviceToHost, stream.get()),
-                      "cudaMemcpyAsync(device to host)"))
-      return err;
-    if (llvm::Error err = stream.synchronize())
-      return err;
-    return t;
+    DeviceTest::SetUp();
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    ASSERT_NO_ERROR(placeScratch());
   }
 
   /// Runs the cuda kernel of `op` on `ins` (null: absent), with outputs
@@ -223,7 +116,7 @@ protected:
               bool withScratch = true) {
     // The arena only grows: start it again once half is used (every
     // earlier result has been copied back by then).
-    if (arena.used() > kArenaBytes / 2)
+    if (arena.used() > arenaBytes / 2)
       if (llvm::Error err = resetArena())
         return err;
     std::vector<DeviceTensor> inDev(ins.size()), outDev(likes.size());
@@ -309,10 +202,15 @@ protected:
       return err;
     if (llvm::Error err = arena.release())
       return err;
-    auto a = DeviceArena::create(kArenaBytes);
+    auto a = DeviceArena::create(arenaBytes);
     if (!a)
       return a.takeError();
     arena = std::move(*a);
+    return placeScratch();
+  }
+
+  /// The scratch at the start of a fresh arena.
+  llvm::Error placeScratch() {
     auto offset = arena.place(kScratchBytes);
     if (!offset)
       return offset.takeError();
@@ -323,8 +221,6 @@ protected:
     return llvm::Error::success();
   }
 
-  DeviceArena arena;
-  Stream stream;
   void *scratch = nullptr;
   std::mt19937 rng{20240611};
 };

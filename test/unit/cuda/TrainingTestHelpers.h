@@ -9,13 +9,8 @@
 #ifndef ZINC_TEST_UNIT_CUDA_TRAININGTESTHELPERS_H
 #define ZINC_TEST_UNIT_CUDA_TRAININGTESTHELPERS_H
 
-#include "test/unit/cuda/ErrorAssertions.h"
-#include "test/unit/kernels/KernelCallHelpers.h"
+#include "test/unit/cuda/DeviceTestSupport.h"
 #include "zinc/runtime/cpu/Kernel.h"
-#include "zinc/runtime/cuda/CudaCheck.h"
-#include "zinc/runtime/cuda/CudaKernel.h"
-#include "zinc/runtime/cuda/Device.h"
-#include "gtest/gtest.h"
 #include <cstring>
 #include <optional>
 #include <set>
@@ -23,22 +18,6 @@
 #include <vector>
 
 namespace zinc::cuda::test {
-
-using cpu::test::OwnedTensor;
-
-/// The error's message, or "" for success.
-inline std::string errorMessage(llvm::Error err) {
-  return err ? llvm::toString(std::move(err)) : std::string();
-}
-
-/// A DeviceTensor description without memory, for argument checks that
-/// must fail before anything touches a device.
-inline DeviceTensor shapeOnly(DType dtype, llvm::ArrayRef<int64_t> shape) {
-  DeviceTensor d;
-  d.dtype = dtype;
-  d.shape.assign(shape.begin(), shape.end());
-  return d;
-}
 
 /// Whether `a` and `b` hold the same bytes.
 inline bool sameBytes(const OwnedTensor &a, const OwnedTensor &b) {
@@ -68,58 +47,11 @@ struct OpRun {
   std::set<size_t> hostInputs;
 };
 
-class CudaTrainingDevice : public ::testing::Test {
+class CudaTrainingDevice : public DeviceTest {
 protected:
   static constexpr uint64_t kArenaBytes = uint64_t(64) << 20;
 
-  void SetUp() override {
-    llvm::Expected<int> count = cudaDeviceCount();
-    if (!count)
-      GTEST_SKIP() << "CUDA device query failed: "
-                   << llvm::toString(count.takeError());
-    if (*count == 0)
-      GTEST_SKIP() << "no CUDA device";
-    ASSIGN_OR_FAIL(a, DeviceArena::create(kArenaBytes));
-    arena = std::move(a);
-    ASSIGN_OR_FAIL(s, Stream::create());
-    stream = std::move(s);
-  }
-
-  /// `t`'s bytes in the arena, `shift` elements past an aligned offset
-  /// (whole elements: kernels may assume natural alignment, not 16 bytes).
-  llvm::Expected<DeviceTensor> upload(const OwnedTensor &t,
-                                      uint64_t shift = 0) {
-    DeviceTensor d = shapeOnly(t.ref.dtype, t.ref.shape);
-    shift *= dtypeSize(t.ref.dtype);
-    auto offset = arena.place(d.byteSize() + shift + 1);
-    if (!offset)
-      return offset.takeError();
-    auto ptr = arena.pointer(*offset + shift, d.byteSize());
-    if (!ptr)
-      return ptr.takeError();
-    d.data = *ptr;
-    if (llvm::Error err = checkCuda(
-            cudaMemcpyAsync(d.data, t.ref.data, t.ref.byteSize(),
-                            cudaMemcpyHostToDevice, stream.get()),
-            "cudaMemcpyAsync(host to device)"))
-      return err;
-    if (llvm::Error err = stream.synchronize())
-      return err;
-    return d;
-  }
-
-  /// Waits for the stream and copies `d` back.
-  llvm::Expected<OwnedTensor> download(const DeviceTensor &d) {
-    OwnedTensor t(d.dtype, d.shape);
-    if (llvm::Error err = checkCuda(
-            cudaMemcpyAsync(t.ref.data, d.data, d.byteSize(),
-                            cudaMemcpyDeviceToHost, stream.get()),
-            "cudaMemcpyAsync(device to host)"))
-      return err;
-    if (llvm::Error err = stream.synchronize())
-      return err;
-    return t;
-  }
+  CudaTrainingDevice() : DeviceTest(kArenaBytes) {}
 
   /// Runs `run` with the cpu kernel on copies of its operands.
   llvm::Expected<OpResult> runCpu(const OpRun &run) {
@@ -206,9 +138,6 @@ protected:
     }
     return r;
   }
-
-  DeviceArena arena;
-  Stream stream;
 };
 
 } // namespace zinc::cuda::test

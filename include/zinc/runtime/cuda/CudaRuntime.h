@@ -36,6 +36,11 @@ struct CudaRuntimeOptions {
   uint64_t scratchBytes = uint64_t(64) << 20;
 };
 
+/// Whether the cuda backend can run `program` at all, device aside: an
+/// error naming every op of its device streams that has no cuda kernel (or
+/// that the plan is for several ranks). createCudaRuntime checks this too.
+llvm::Error checkCudaSupport(rt::Program &program);
+
 /// Loads `program`'s GPU side onto the device. Errors, all before any step:
 /// no CUDA device ("--backend=cuda needs a CUDA device: ..."), ops with no
 /// cuda kernel (all of them named), a plan of several ranks, and every
