@@ -26,7 +26,6 @@ Writes JSON (default bench/results/cuda_train_gpt.json) and prints a table.
 import argparse
 import json
 import lzma
-import math
 import os
 import statistics
 import subprocess
@@ -137,7 +136,6 @@ def zinc_case(args, c, name, compile_flags, run_flags=()):
 
 
 def torch_case(args, c, name, bf16):
-    import numpy as np
     import torch
     import safetensors_io  # test/lib
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -186,7 +184,6 @@ def run(args):
         (zinc_case(args, c, "zinc fp32, optimizer on cpu",
                    ["--offload-optimizer=cpu"]), None),
     ]
-    base = pairs[0][1]["step_seconds"]
     print("%-32s %12s %10s  first losses" % ("case", "step ms", "vs torch"))
     for z, t in pairs:
         ref = t or pairs[0][1]
@@ -200,7 +197,6 @@ def run(args):
             results["cases"].append(t)
             print("%-32s %12.2f %10s  %s" % (t["name"], t["step_seconds"] * 1e3, "",
                                             ["%.4f" % l for l in t["losses"][:3]]))
-    del base
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)

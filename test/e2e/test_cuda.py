@@ -14,6 +14,8 @@ Checks, per case:
   - bf16 mixed precision: the cuda run's losses track the cpu backend's fp32
     losses within 5e-2 (bf16 rounding);
   - fp16 with dynamic loss scaling: within 5e-2, the loss scale agreeing;
+  - nanoGPT exported as users export it (training mode, dynamic axes, Dropout
+    0.1 kept): losses and weights within 1e-3, the masks being the cpu's;
   - offload (optimizer states on NVMe, parameters on the CPU, the make-run
     configuration): losses within 1e-3, and the GPU peak measured from the
     device's memory (sentinel scan) no higher than the plan's proven peak.
@@ -55,19 +57,21 @@ class CudaBackendTest(unittest.TestCase):
         if not cls.keep:
             shutil.rmtree(cls.root, ignore_errors=True)
 
-    def train(self, name, compile_flags, backend, run_flags=()):
+    def train(self, name, compile_flags, backend, run_flags=(), model=None, data=None):
+        model = model or os.path.join(GPT, "gpt.onnx")
+        data = data or os.path.join(GPT, "data.safetensors")
         work = os.path.join(self.root, name)
         os.makedirs(work, exist_ok=True)
         plan = os.path.join(work, "gpt.zplan")
         if not os.path.exists(plan):
-            run_tool([self.compile_bin, os.path.join(GPT, "gpt.onnx"), "-o", plan,
+            run_tool([self.compile_bin, model, "-o", plan,
                       "--report=" + os.path.join(work, "report.json")] + list(compile_flags))
         metrics = os.path.join(work, "metrics-%s.jsonl" % backend)
         weights = os.path.join(work, "weights-%s.safetensors" % backend)
         nvme = os.path.join(work, "nvme-" + backend)
         os.makedirs(nvme, exist_ok=True)
         argv = [self.run_bin, plan, "--backend=" + backend, "--steps=%d" % STEPS,
-                "--data=" + os.path.join(GPT, "data.safetensors"), "--metrics=" + metrics,
+                "--data=" + data, "--metrics=" + metrics,
                 "--save-weights=" + weights, "--nvme-dir=" + nvme] + list(run_flags)
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               timeout=600)
@@ -82,11 +86,13 @@ class CudaBackendTest(unittest.TestCase):
         return rows, weights, report
 
     def compare(self, name, compile_flags=(), rtol=1e-3, run_flags=(), weights_tol=1e-3,
-                reference_flags=None):
-        cuda_rows, cuda_weights, report = self.train(name, compile_flags, "cuda", run_flags)
+                reference_flags=None, model=None, data=None):
+        cuda_rows, cuda_weights, report = self.train(name, compile_flags, "cuda", run_flags,
+                                                     model, data)
         ref_name = name if reference_flags is None else name + "-reference"
         cpu_rows, cpu_weights, _ = self.train(
-            ref_name, compile_flags if reference_flags is None else reference_flags, "cpu")
+            ref_name, compile_flags if reference_flags is None else reference_flags, "cpu",
+            (), model, data)
         got = [r["loss"] for r in cuda_rows]
         want = [r["loss"] for r in cpu_rows]
         self.assertEqual(len(got), STEPS)
@@ -125,6 +131,28 @@ class CudaBackendTest(unittest.TestCase):
     def test_fp16_loss_scaling(self):
         """fp16 with dynamic loss scaling: the same skips and scales as the cpu."""
         self.compare("fp16", ["--precision=fp16"], rtol=5e-2, weights_tol=None)
+
+    def test_nanogpt_export_with_dropout_matches_cpu(self):
+        """nanoGPT as users export it for training: training mode, dynamic batch
+        and sequence axes, Dropout 0.1 kept. The cuda backend draws the cpu's
+        masks, so fp32 losses and weights agree within 1e-3."""
+        try:
+            import numpy as np
+            import torch
+            import models
+            import safetensors_io
+        except ImportError as e:
+            self.skipTest("no exporter here: %s" % e)
+        work = os.path.join(self.root, "nanogpt-export")
+        os.makedirs(work, exist_ok=True)
+        model_path = os.path.join(work, "nanogpt.onnx")
+        data_path = os.path.join(work, "data.safetensors")
+        torch.manual_seed(0)
+        model = models.NanoGPT(dropout=0.1).train()
+        data = models.NanoGPT.make_data(np.random.default_rng(0))
+        models.export_training(model, data, 17, model_path)
+        safetensors_io.save_file(data, data_path)
+        self.compare("nanogpt", models.dim_flags(data), model=model_path, data=data_path)
 
     def test_offload_peak_measured_within_plan(self):
         """Optimizer on NVMe, parameters on the CPU: the cpu's losses, and the
