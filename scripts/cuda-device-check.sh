@@ -9,7 +9,7 @@
 # Stages, each under its own time limit so that one hang costs only itself,
 # most important first; each writes STAGE.log under $OUT (default
 # ./device-out) and prints its tail:
-#   e2e     test/e2e/test_cuda.py: the bundled GPT trained on both backends
+#   e2e     test/e2e/test_cuda.py: GPTs and convnets trained on both backends
 #   unit    zinc-unit-cuda: every cuda kernel against its cpu kernel
 #   bench   zinc-bench-cuda: GEMM vs cuBLAS, copies vs cudaMemcpyAsync
 #   train   bench/cuda_train_gpt.py run PACK/gpt2s: step time vs PyTorch
@@ -33,6 +33,8 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_6
 done
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ZINC_BUILD_DIR=$Z/build PYTHONUNBUFFERED=1
+# The models exported where the pack was made (test/e2e/training_exports.py).
+[ -d "$PACK/exports" ] && export ZINC_E2E_EXPORTS=$(cd "$PACK/exports" && pwd)
 nvidia-smi -L
 missing=$(ldd $Z/build/tools/zinc-run | grep "not found")
 [ -n "$missing" ] && echo "missing libraries: $missing"
@@ -73,7 +75,7 @@ for s in $STAGES; do
   case $s in
   e2e)
     FILTER='FAIL|ERROR|Error|error|OK|Ran |skipped|^[^ ]'
-    stage e2e 80 40 python3 -m unittest discover -v -s "$ROOT/test/e2e" -p test_cuda.py ;;
+    stage e2e 240 40 python3 -m unittest discover -v -s "$ROOT/test/e2e" -p test_cuda.py ;;
   unit)
     FILTER='^-- |^exit|FAILED|PASSED|differ|error'
     stage unit 120 80 unit_suites
