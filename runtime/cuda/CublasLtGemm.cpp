@@ -204,7 +204,8 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
               tf32,
               alignA,
               alignB,
-              alignC};
+              alignC,
+              d.bias != nullptr};
 
   std::lock_guard<std::mutex> lock(mutex);
   auto found = plans.find(key);
@@ -229,6 +230,18 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
   if (llvm::Error err = setDescAttr(plan->op, CUBLASLT_MATMUL_DESC_TRANSB,
                                     opSecond, "transb"))
     return err;
+  // The bias runs along C's rows, which are the column-major output's
+  // columns' entries: cuBLASLt's bias vector has one entry per output row
+  // of its (column-major) D, our N. Its pointer is set again per call.
+  if (d.bias) {
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (llvm::Error err = setDescAttr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                      epilogue, "epilogue"))
+      return err;
+    if (llvm::Error err = setDescAttr(
+            plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, d.bias, "bias pointer"))
+      return err;
+  }
   // Column-major views of the row-major storage: B stored [K,N] is [N,K],
   // B stored transposed as [N,K] is [K,N]; A likewise; C is [N,M]. The
   // row strides are the leading dimensions.
@@ -287,7 +300,8 @@ GemmContext::planFor(const GemmDesc &d, const void *a, const void *b,
     return makeError(describe(d) +
                      ": cublasLtMatmulAlgoGetHeuristic found "
                      "no algorithm (workspace " +
-                     llvm::Twine(wsBytes) + " bytes)");
+                     llvm::Twine(wsBytes) + " bytes" +
+                     (d.bias ? ", bias epilogue" : "") + ")");
   plan->algo = result.algo;
   const Plan *p = plan.get();
   plans.emplace(key, std::move(plan));
@@ -340,6 +354,12 @@ static llvm::Error checkDesc(const GemmDesc &d) {
   if (d.dtype != DType::F32 && d.dtype != DType::F16 && d.dtype != DType::BF16)
     return makeError("unsupported: " + describe(d) +
                      " on the cuda backend (f32, f16 and bf16 only)");
+  if (d.bias && d.k == 0)
+    return makeError("unsupported: " + describe(d) +
+                     " with a bias epilogue and K = 0");
+  if (reinterpret_cast<uintptr_t>(d.bias) % 16 != 0)
+    return makeError(describe(d) + ": the bias epilogue's vector is not "
+                                   "16-byte aligned");
   return llvm::Error::success();
 }
 
@@ -395,6 +415,12 @@ llvm::Error gemm(GemmContext &ctx, const GemmDesc &desc, const void *a,
   if (!planOr)
     return planOr.takeError();
   const GemmContext::Plan &plan = **planOr;
+  // The plan's descriptor is this context's alone, and a context serves
+  // one stream from one thread, so the pointer set here is the one read.
+  if (d.bias)
+    if (llvm::Error err = setDescAttr(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                      d.bias, "bias pointer"))
+      return err;
   return checkCublas(cublasLtMatmul(ctx.handle, plan.op, &d.alpha, b,
                                     plan.first, a, plan.second, &d.beta, c,
                                     plan.out, c, plan.out, &plan.algo,

@@ -3,9 +3,9 @@
 // The cuda counterparts of cpu/kernels/MatMul.cpp: the same geometry
 // (MatMulGeometry.h), the same checks and messages, and cuBLASLt for the
 // products (CublasLtGemm.h). Strided views (viewA/viewB) and a column range
-// of a wider output (outColumn) are leading dimensions, never copies. A
-// bias, or Gemm's C, is copied into the output rows first and the GEMM
-// accumulates onto it (MatMulBias.h). A numpy batch goes to as few GEMM
+// of a wider output (outColumn) are leading dimensions, never copies.
+// FusedMatMul's bias is cuBLASLt's bias epilogue; Gemm's C is copied into
+// the output rows first and the GEMM accumulates onto it (MatMulBias.h). A numpy batch goes to as few GEMM
 // calls as its offsets allow: one strided-batched call when A's and B's
 // products each step by a constant, otherwise one per run of products that
 // do (attention's heads of one sequence), down to one per product.
@@ -169,8 +169,13 @@ static llvm::Error runProducts(const CudaKernelCall &call, bool ta, bool tb,
   if (!call.gemm)
     return noGemmContext(op);
 
-  // Everything checked: queue the bias, then the products.
-  if (bias && n > 0 && ldy > 0) {
+  // Everything checked: queue the bias, then the products. A bias vector
+  // rides on the GEMMs as cuBLASLt's epilogue (one pass over Y, not two);
+  // without products to carry it, or misaligned, it is copied into the
+  // rows first and the products accumulate onto it.
+  bool biasEpilogue = bias && k > 0 &&
+                      reinterpret_cast<uintptr_t>(bias->data) % 16 == 0;
+  if (bias && !biasEpilogue && n > 0 && ldy > 0) {
     int64_t yRows = y->numElements() / ldy;
     if (auto err = launchFillRows(
             y->dtype, bias->data, 0, 1,
@@ -239,7 +244,8 @@ static llvm::Error runProducts(const CudaKernelCall &call, bool ta, bool tb,
   desc.ldb = ldb;
   desc.ldc = ldy;
   desc.alpha = static_cast<float>(alpha);
-  desc.beta = bias ? 1.0f : 0.0f;
+  desc.beta = bias && !biasEpilogue ? 1.0f : 0.0f;
+  desc.bias = biasEpilogue ? bias->data : nullptr;
   desc.tf32 = call.allowTf32;
   for (int64_t p = 0; p < products; p += run) {
     int64_t ao, bo;

@@ -120,7 +120,7 @@ protected:
                        const AttributeList &attributes, const OwnedTensor &a,
                        const OwnedTensor &b, const OwnedTensor *c,
                        llvm::ArrayRef<int64_t> yShape, int64_t k,
-                       uint64_t shiftA = 0) {
+                       uint64_t shiftA = 0, uint64_t shiftC = 0) {
     DType dtype = a.ref.dtype;
     OwnedTensor want(dtype, yShape);
     ASSERT_NO_ERROR(runCpu(zinc, op, attributes, {&a, &b, c}, {&want}));
@@ -128,7 +128,7 @@ protected:
     ASSIGN_OR_FAIL(db, upload(b));
     DeviceTensor dc;
     if (c) {
-      ASSIGN_OR_FAIL(up, upload(*c));
+      ASSIGN_OR_FAIL(up, upload(*c, shiftC));
       dc = up;
     }
     ASSIGN_OR_FAIL(dy, allocate(dtype, yShape));
@@ -227,6 +227,12 @@ TEST_F(CudaMatMul, FusedMatMulMatchesCpu) {
                  intAttr("flattenB", c.flattenB), floatAttr("alpha", c.alpha)});
       expectSameAsCpu(true, "FusedMatMul", at, a, b, c.bias ? &bias : nullptr,
                       c.y, c.k);
+      if (c.bias) {
+        // A bias off 16-byte alignment cannot ride on the epilogue: it is
+        // copied into the rows first instead, with the same result.
+        SCOPED_TRACE("bias misaligned");
+        expectSameAsCpu(true, "FusedMatMul", at, a, b, &bias, c.y, c.k, 0, 1);
+      }
     }
 }
 
@@ -457,6 +463,18 @@ TEST_F(CudaMatMul, LeadingDimensionsAreChecked) {
   EXPECT_NE(text.find("C's batch stride 7 makes items overlap"),
             std::string::npos)
       << text;
+  d.batch = 1;
+  d.strideA = d.strideB = d.strideC = 0;
+  d.bias = static_cast<char *>(buf.data) + 4;
+  EXPECT_EQ(errorText(cuda::gemm(*gemmContext, d, buf.data, buf.data, buf.data,
+                                 stream.get())),
+            "f32 GEMM [2,4]x[4,3]: the bias epilogue's vector is not 16-byte "
+            "aligned");
+  d.bias = buf.data;
+  d.k = 0;
+  EXPECT_EQ(errorText(cuda::gemm(*gemmContext, d, buf.data, buf.data, buf.data,
+                                 stream.get())),
+            "unsupported: f32 GEMM [2,0]x[0,3] with a bias epilogue and K = 0");
   EXPECT_EQ(this->gemmContext->cachedPlans(), 0u);
 }
 

@@ -40,6 +40,11 @@ struct GemmDesc {
   /// f32 products on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32):
   /// faster, about 10 bits of mantissa. Ignored for f16 and bf16.
   bool tf32 = false;
+  /// N elements of the GEMM's type added to every row of every C_i after
+  /// the product, in the same kernel (cuBLASLt's bias epilogue): a linear
+  /// layer's bias without a pass of its own. Device memory, 16-byte
+  /// aligned; null for none. Needs K > 0.
+  const void *bias = nullptr;
 };
 
 /// The cuBLASLt handle, a workspace, and the descriptors and chosen
@@ -67,11 +72,12 @@ public:
 private:
   struct Plan;
   /// dtype, transA, transB, m, n, k, batch, strideA, strideB, strideC,
-  /// lda, ldb, ldc (resolved, never 0), tf32, and the alignments of A, B, C.
+  /// lda, ldb, ldc (resolved, never 0), tf32, the alignments of A, B, C,
+  /// and whether a bias epilogue is fused.
   using PlanKey =
       std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t,
                  int64_t, int64_t, int64_t, int64_t, int64_t, bool, uint32_t,
-                 uint32_t, uint32_t>;
+                 uint32_t, uint32_t, bool>;
 
   GemmContext() = default;
   llvm::Expected<const Plan *> planFor(const GemmDesc &desc, const void *a,
