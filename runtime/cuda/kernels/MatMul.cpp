@@ -169,11 +169,13 @@ static llvm::Error runProducts(const CudaKernelCall &call, bool ta, bool tb,
   if (!call.gemm)
     return noGemmContext(op);
 
-  // Everything checked: queue the bias, then the products. A bias vector
-  // rides on the GEMMs as cuBLASLt's epilogue (one pass over Y, not two);
-  // without products to carry it, or misaligned, it is copied into the
-  // rows first and the products accumulate onto it.
-  bool biasEpilogue = bias && k > 0 &&
+  // Everything checked: queue the bias, then the products. An f32 bias
+  // rides on the GEMMs as cuBLASLt's epilogue (one pass over Y, not two).
+  // Otherwise it is copied into the rows first and the products accumulate
+  // onto it: without products to carry it, misaligned, or in f16/bf16,
+  // where the epilogue was seen (H200, cuBLASLt 13.0) adding the bias to
+  // the already rounded product, a second rounding the cpu does not make.
+  bool biasEpilogue = bias && k > 0 && y->dtype == DType::F32 &&
                       reinterpret_cast<uintptr_t>(bias->data) % 16 == 0;
   if (bias && !biasEpilogue && n > 0 && ldy > 0) {
     int64_t yRows = y->numElements() / ldy;

@@ -416,11 +416,16 @@ TEST_F(CudaConv, EveryLoweringMatchesCpu) {
 }
 
 TEST_F(CudaConv, SmallScratchTilesItemsAndLines) {
-  // 4 KiB holds a few items' columns of the small cases and only some lines
-  // of the stem's: both tilings run.
-  for (const ConvCase &c : {kCases[0], kCases[1], kCases[4]}) {
-    SCOPED_TRACE(std::string("f32 ") + c.name);
-    checkCase(c, DType::F32, 4096);
+  // 8 KiB holds a few lines of the 3x3 and the stem's columns, not a whole
+  // item's: line tiles. 1280 bytes hold two of the 1x1/2 case's three items
+  // for the forward and the adjoint (an item tile and a partial one), and
+  // four of an item's five lines for the weight gradient.
+  const std::pair<ConvCase, uint64_t> cases[] = {
+      {kCases[0], 8192}, {kCases[1], 8192}, {kCases[2], 1280}};
+  for (const auto &[c, bytes] : cases) {
+    SCOPED_TRACE(std::string("f32 ") + c.name + ", " + std::to_string(bytes) +
+                 " bytes of scratch");
+    checkCase(c, DType::F32, bytes);
   }
 }
 
