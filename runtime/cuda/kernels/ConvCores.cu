@@ -229,15 +229,16 @@ llvm::Expected<ConvTiling> planConvTiles(llvm::StringRef op, int64_t batch,
     t.positions = positions;
     return t;
   }
+  // Whole lines where one fits; otherwise any run of positions (a long
+  // last axis): the kernels decode flat positions either way.
+  t.items = 1;
   lineLength = std::max<int64_t>(lineLength, 1);
   int64_t lines = budget / (perPosition * lineLength);
-  if (lines == 0)
-    return cudaKernelError(op + ": one line of positions needs " +
-                           Twine(perPosition * lineLength) +
+  t.positions = lines > 0 ? lines * lineLength : budget / perPosition;
+  if (t.positions == 0)
+    return cudaKernelError(op + ": one position needs " + Twine(perPosition) +
                            " scratch elements for its columns, more than the " +
                            Twine(budget) + " the cuda kernel scratch has free");
-  t.items = 1;
-  t.positions = lines * lineLength;
   return t;
 }
 

@@ -10,7 +10,7 @@
 // items as fit, so that one strided-batched GEMM (or, for the weight
 // gradient, one GEMM summing over the items) does a tile's work; when not
 // even one item's columns fit, it covers whole lines of one item's
-// positions instead.
+// positions instead, and a run of positions when not even a line fits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_RUNTIME_CUDA_KERNELS_CONVCORES_H
@@ -31,15 +31,16 @@ llvm::Expected<ConvWindow> convWindowOf(const cpu::WindowGeometry &g,
                                         llvm::StringRef op);
 
 /// How much of a conv one tile covers: `items` whole batch items, or (with
-/// items == 1) `positions` of one item's, a multiple of the last axis.
+/// items == 1) `positions` of one item's, whole lines where they fit.
 struct ConvTiling {
   int64_t items = 1, positions = 0;
 };
 
 /// The tiling of `batch` items of `positions` positions each (lines of
 /// `lineLength`) when a tile needs `perPosition` scratch elements per item
-/// and position and `budget` are free; an error naming the sizes when not
-/// even one line fits.
+/// and position and `budget` are free: whole items, else whole lines of
+/// one item, else (a line longer than the scratch) any run of positions;
+/// an error naming the sizes when not even one position fits.
 llvm::Expected<ConvTiling> planConvTiles(llvm::StringRef op, int64_t batch,
                                          int64_t positions, int64_t lineLength,
                                          int64_t perPosition, int64_t budget);
