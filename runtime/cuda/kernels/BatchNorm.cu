@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "BatchNormMath.h"
+#include "BlockReduce.cuh"
 #include "CudaKernels.h"
 #include "DeviceTypes.cuh"
 #include "zinc/runtime/cuda/CudaCheck.h"
@@ -84,30 +85,6 @@ __device__ __forceinline__ void storeParam(const ParamRef &p, int64_t i,
   }
 }
 
-__device__ __forceinline__ double warpSum(double v) {
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
-
-/// The block's sum of every thread's `v` (blockDim.x a multiple of 32), for
-/// thread 0 only; the warps' sums are added in warp order. `shared` holds
-/// 32 doubles.
-__device__ double blockSum(double v, double *shared) {
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warpSum(v);
-  __syncthreads(); // a previous call's reader is done with `shared`
-  if (lane == 0)
-    shared[warp] = v;
-  __syncthreads();
-  double total = 0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < int(blockDim.x / 32); ++w)
-      total += shared[w];
-  return total;
-}
-
 /// Channel c's total of its chunks' sums, in chunk order: every pass that
 /// needs it gets the same bits.
 __device__ __forceinline__ double
@@ -131,7 +108,7 @@ __global__ void channelSumKernel(const T *__restrict__ x, ChannelSplit g,
   double sum = 0;
   forChannelValues(g, c, s, threadIdx.x, blockDim.x,
                    [&](int64_t o) { sum += static_cast<double>(loadF(x[o])); });
-  sum = blockSum(sum, shared);
+  sum = blockSumToThread0(sum, shared);
   if (threadIdx.x == 0)
     partial[c * g.splits + s] = sum;
 }
@@ -160,7 +137,7 @@ __global__ void channelSquaresKernel(const T *__restrict__ x, ChannelSplit g,
     else
       sq += squaredDeviationD(static_cast<double>(loadF(x[o])), m);
   });
-  sq = blockSum(sq, shared);
+  sq = blockSumToThread0(sq, shared);
   if (threadIdx.x == 0)
     partial[c * g.splits + s] = sq;
 }
@@ -283,8 +260,8 @@ __global__ void gradSumsKernel(const T *__restrict__ dy,
     sdy += d;
     sdyx += dyXhat(d, static_cast<double>(loadF(x[o])), m, inv);
   });
-  sdy = blockSum(sdy, shared);
-  sdyx = blockSum(sdyx, shared);
+  sdy = blockSumToThread0(sdy, shared);
+  sdyx = blockSumToThread0(sdyx, shared);
   if (threadIdx.x == 0) {
     partialDy[c * g.splits + s] = sdy;
     partialDyXhat[c * g.splits + s] = sdyx;

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaKernels.h"
 #include "SliceGeometry.h"
+#include "WordTypes.cuh"
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -189,18 +190,7 @@ static Error copyView(const CudaKernelCall &call, void *contig, void *viewBase,
     return checkLaunch(call.opType + " (viewCopyKernel, " + Twine(word) +
                        "-byte words)");
   };
-  switch (word) {
-  case 1:
-    return launch(uint8_t{});
-  case 2:
-    return launch(uint16_t{});
-  case 4:
-    return launch(uint32_t{});
-  case 8:
-    return launch(uint64_t{});
-  default:
-    return launch(uint4{});
-  }
+  return withWordType(static_cast<int64_t>(word), launch);
 }
 
 /// Row-major strides of `shape`, in elements.

@@ -16,6 +16,7 @@
 #include "CudaKernels.h"
 #include "LayoutMath.h"
 #include "MiscMath.h"
+#include "WordTypes.cuh"
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "llvm/ADT/Twine.h"
 #include <cstdint>
@@ -27,11 +28,6 @@ using llvm::Error;
 using llvm::Twine;
 
 constexpr unsigned kThreads = 256;
-
-/// 16 bytes moved as one load and store.
-struct alignas(16) Unit16 {
-  uint32_t v[4];
-};
 
 /// Y[j, column + c] = data[ids[j], c] for the `count * width` units of the
 /// tile (all in units of U).
@@ -116,21 +112,10 @@ Error runGatherColumnsOf(const CudaKernelCall &call, bool into) {
                             count, rows, width / ratio, total / ratio,
                             column / ratio, call.stream);
   };
-  switch (unit) {
-  case 1:
-    return launch(uint8_t{});
-  case 2:
-    return launch(uint16_t{});
-  case 4:
-    return launch(uint32_t{});
-  case 8:
-    return launch(uint64_t{});
-  case 16:
-    return launch(Unit16{});
-  default:
+  if (unit != 1 && unit != 2 && unit != 4 && unit != 8 && unit != 16)
     return cudaKernelError("unsupported: an element of " + Twine(elemBytes) +
                            " bytes on the cuda backend");
-  }
+  return withWordType(unit, launch);
 }
 
 } // namespace

@@ -19,6 +19,7 @@
 // does.
 //
 //===----------------------------------------------------------------------===//
+#include "BlockReduce.cuh"
 #include "CudaKernels.h"
 #include "DeviceTypes.cuh"
 #include "MiscMath.h"
@@ -61,30 +62,6 @@ template <typename T, typename Tgt> struct NllArgs {
 //===----------------------------------------------------------------------===//
 // Device helpers
 //===----------------------------------------------------------------------===//
-
-__device__ __forceinline__ double warpSum(double v) {
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
-
-/// The sum of every thread's `v` over the block (blockDim.x a multiple of
-/// 32), in thread 0; `shared` holds 32 doubles. Warps are added in order,
-/// so the bits depend only on the block's shape.
-__device__ double blockSum(double v, double *shared) {
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warpSum(v);
-  __syncthreads(); // the previous call's readers are done with `shared`
-  if (lane == 0)
-    shared[warp] = v;
-  __syncthreads();
-  double total = 0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < int(blockDim.x / 32); ++w)
-      total += shared[w];
-  return total;
-}
 
 /// Where a reduction's result goes: the loss itself (forward) or, for the
 /// gradient, the mean's denominator in scratch.
@@ -140,8 +117,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (!reduce)
     return;
-  l = blockSum(l, shared);
-  w = blockSum(w, shared);
+  l = blockSumToThread0(l, shared);
+  w = blockSumToThread0(w, shared);
   if (threadIdx.x != 0)
     return;
   if (gridDim.x == 1) {
@@ -163,8 +140,8 @@ __global__ void __launch_bounds__(kThreads)
     l += partials[2 * b];
     w += partials[2 * b + 1];
   }
-  l = blockSum(l, shared);
-  w = blockSum(w, shared);
+  l = blockSumToThread0(l, shared);
+  w = blockSumToThread0(w, shared);
   if (threadIdx.x == 0)
     result.write(l, w);
 }

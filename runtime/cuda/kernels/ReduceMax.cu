@@ -17,8 +17,8 @@
 #include "ComputeTypes.cuh"
 #include "CudaKernels.h"
 #include "MiscMath.h"
+#include "ReducePlanning.h"
 #include "RowsMath.h"
-#include "ScalarOperand.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
@@ -41,8 +41,6 @@ using misc::toCompute;
 constexpr int kTile = 32;
 /// Blocks of the row kernels: rows beyond this are a grid-stride loop.
 constexpr int64_t kMaxRowBlocks = 132 * 32;
-/// Readings of an axes tensor the shapes may leave open.
-constexpr int kMaxChoices = 4;
 constexpr unsigned kThreads = 256;
 
 //===----------------------------------------------------------------------===//
@@ -124,28 +122,13 @@ __global__ void reduceMaxColumnsKernel(const T *__restrict__ in,
   }
 }
 
-/// The reductions the host allows for one call: one plan, or (an axes
-/// tensor in device memory that the shapes leave ambiguous) up to
-/// kMaxChoices plans with the effective axes mask each stands for; the
-/// kernel reads the axes and takes the plan whose mask they give.
-struct MaxChoices {
-  int count = 1;
-  ReducePlan plans[kMaxChoices];
-  int64_t masks[kMaxChoices] = {};
-  const void *axes = nullptr;
-  bool axes64 = true;
-  int64_t axesCount = 0;
-  int rank = 0;
-  int64_t dims[16] = {};
-};
-
 /// Any reduction: one thread per output, looping over its reduced elements
 /// (the innermost reduced dimension without divisions). Outputs are NaN (0
 /// for integers) when the device's axes match none of the plans.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     reduceMaxGenericKernel(const T *__restrict__ in, T *__restrict__ out,
-                           int64_t outCount, MaxChoices c, ComputeT<T> init,
+                           int64_t outCount, ReduceChoices c, ComputeT<T> init,
                            ComputeT<T> poison) {
   int pick = 0;
   if (c.count > 1) {
@@ -283,7 +266,7 @@ bool isMaxType(DType t) {
 /// Queues the maximum of `in` into `out` for `choices`, through the fast
 /// kernels where a single plan has the [outer, red, inner] form.
 template <typename T>
-Error launchReduceMax(const T *in, T *out, const MaxChoices &choices,
+Error launchReduceMax(const T *in, T *out, const ReduceChoices &choices,
                       cudaStream_t stream) {
   using C = ComputeT<T>;
   C init = misc::lowestValue<C>();
@@ -344,113 +327,12 @@ Error runReduceMax(const CudaKernelCall &call) {
                            " with element type bool");
   if (!isMaxType(x->dtype))
     return maxTypeError(call.opType, x->dtype);
-  int64_t rank = static_cast<int64_t>(x->shape.size());
-  bool keepdims = call.attrs.getInt("keepdims", 1) != 0;
-
-  // Axes: input 1 when present, else the attribute. An input the host may
-  // read is read here; one in device memory is matched on the device.
-  const DeviceTensor *axesIn = call.input(1);
-  SmallVector<int64_t, 8> axes;
-  int64_t axesCount;
-  bool onDevice = false;
-  if (axesIn) {
-    if (axesIn->dtype != DType::I64 && axesIn->dtype != DType::I32)
-      return cudaKernelError("unsupported: " + call.opType + " with axes of " +
-                             dtypeName(axesIn->dtype) +
-                             " on the cuda backend (i32, i64)");
-    axesCount = axesIn->numElements();
-    if (axesCount > 0) {
-      if (!axesIn->data)
-        return cudaKernelError(call.opType + ": axes have a null pointer");
-      auto readable = isHostReadable(axesIn->data);
-      if (!readable)
-        return readable.takeError();
-      onDevice = !*readable;
-      for (int64_t i = 0; !onDevice && i < axesCount; ++i)
-        axes.push_back(axesIn->dtype == DType::I64
-                           ? static_cast<const int64_t *>(axesIn->data)[i]
-                           : static_cast<const int32_t *>(axesIn->data)[i]);
-    }
-  } else {
-    ArrayRef<int64_t> attr = call.attrs.getInts("axes");
-    axes.assign(attr.begin(), attr.end());
-    axesCount = static_cast<int64_t>(axes.size());
-  }
-  if (axesCount == 0 && call.attrs.getInt("noop_with_empty_axes", 0)) {
-    if (x->shape != y->shape)
-      return cudaKernelError(
-          call.opType + ": noop reduction changes the shape " +
-          formatShape(x->shape) + " to " + formatShape(y->shape));
-    if (x->data != y->data && x->byteSize() > 0)
-      ZINC_CUDA_TRY(cudaMemcpyAsync(y->data, x->data, x->byteSize(),
-                                    cudaMemcpyDeviceToDevice, call.stream));
+  ReduceChoices choices;
+  bool done;
+  if (Error e = planReduceChoices(call, /*readHostAxes=*/true, choices, done))
+    return e;
+  if (done)
     return Error::success();
-  }
-
-  // The reduced dimensions: each reading of the axes the shapes allow.
-  SmallVector<SmallVector<bool, 8>, kMaxChoices> readings;
-  SmallVector<int64_t, kMaxChoices> masks;
-  if (onDevice) {
-    SmallVector<int64_t, 4> found =
-        reductionsMatching(x->shape, y->shape, keepdims, axesCount);
-    if (found.empty())
-      return cudaKernelError(
-          call.opType + ": output shape " + formatShape(y->shape) +
-          " does not follow from input shape " + formatShape(x->shape) +
-          " with " + Twine(axesCount) +
-          " axes and keepdims=" + Twine(keepdims ? 1 : 0));
-    if (found.size() > static_cast<size_t>(kMaxChoices))
-      return cudaKernelError("unsupported: " + call.opType + " from " +
-                             formatShape(x->shape) + " to " +
-                             formatShape(y->shape) +
-                             " with axes as a tensor: " + Twine(found.size()) +
-                             " sets of axes fit the shapes");
-    for (int64_t mask : found) {
-      SmallVector<bool, 8> reduced(rank, false);
-      for (int64_t d = 0; d < rank; ++d)
-        reduced[d] = (mask >> d) & 1;
-      readings.push_back(std::move(reduced));
-      masks.push_back(mask);
-    }
-  } else {
-    SmallVector<bool, 8> reduced(rank, axes.empty());
-    for (int64_t a : axes) {
-      int64_t n = a < 0 ? a + rank : a;
-      if (n < 0 || n >= std::max<int64_t>(rank, 1))
-        return cudaKernelError("axis " + Twine(a) +
-                               " is out of range for rank " + Twine(rank));
-      if (rank > 0)
-        reduced[n] = true;
-    }
-    SmallVector<int64_t, 8> expect;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (!reduced[d])
-        expect.push_back(x->shape[d]);
-      else if (keepdims)
-        expect.push_back(1);
-    }
-    if (ArrayRef<int64_t>(expect) != ArrayRef<int64_t>(y->shape))
-      return cudaKernelError(call.opType + ": output shape " +
-                             formatShape(y->shape) + ", expected " +
-                             formatShape(expect));
-    readings.push_back(std::move(reduced));
-    masks.push_back(0);
-  }
-
-  MaxChoices choices;
-  choices.count = static_cast<int>(readings.size());
-  for (int k = 0; k < choices.count; ++k) {
-    if (!planReduce(x->shape, readings[k], choices.plans[k]))
-      return tooManyGroups(call, x->shape);
-    choices.masks[k] = masks[k];
-  }
-  if (choices.count > 1) {
-    choices.axes = axesIn->data;
-    choices.axes64 = axesIn->dtype == DType::I64;
-    choices.axesCount = axesCount;
-    choices.rank = static_cast<int>(rank);
-    std::copy(x->shape.begin(), x->shape.end(), choices.dims);
-  }
   return dispatchMax(x->dtype, call.opType, [&](auto tag) -> Error {
     using T = decltype(tag);
     if (y->numElements() == 0)

@@ -15,8 +15,10 @@
 // the few readings the shapes allow where they do not.
 //
 //===----------------------------------------------------------------------===//
+#include "BlockReduce.cuh"
 #include "CudaKernels.h"
 #include "DeviceTypes.cuh"
+#include "ReducePlanning.h"
 #include "RowsMath.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "llvm/ADT/SmallVector.h"
@@ -38,8 +40,6 @@ using llvm::Twine;
 constexpr int kTile = 32;
 /// Blocks of the row kernels: rows beyond this are a grid-stride loop.
 constexpr int64_t kMaxRowBlocks = 132 * 32;
-/// Readings of an axes tensor the shapes may leave open (see ReduceChoices).
-constexpr int kMaxChoices = 4;
 
 unsigned rowBlocks(int64_t rows) {
   return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, kMaxRowBlocks));
@@ -48,13 +48,6 @@ unsigned rowBlocks(int64_t rows) {
 //===----------------------------------------------------------------------===//
 // Device helpers
 //===----------------------------------------------------------------------===//
-
-__device__ __forceinline__ float warpSum(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
 
 /// The sum of every thread's `v` over the block (blockDim.x a multiple of
 /// 32), returned to all threads; `shared` holds 32 floats. The warps'
@@ -323,21 +316,6 @@ __global__ void reduceColumnsKernel(const TIn *__restrict__ in,
     __syncthreads();
   }
 }
-
-/// The reductions the host allows for one call: a single plan, or (an axes
-/// tensor the shapes leave ambiguous) up to kMaxChoices plans, each with the
-/// effective axes mask it stands for; the kernel reads the axes and takes
-/// the plan whose mask they give.
-struct ReduceChoices {
-  int count = 1;
-  ReducePlan plans[kMaxChoices];
-  int64_t masks[kMaxChoices] = {};
-  const void *axes = nullptr;
-  bool axes64 = true;
-  int64_t axesCount = 0;
-  int rank = 0;
-  int64_t dims[16] = {};
-};
 
 /// Any reduction: one thread per output, looping over its reduced elements
 /// (the innermost reduced dimension without divisions). For [N, C] summed
@@ -745,105 +723,19 @@ template <bool Mean> static Error runReduce(const CudaKernelCall &call) {
     return cudaKernelError("unsupported: " + call.opType + " of " +
                            dtypeName(dtype) +
                            " on the cuda backend (f32, f16, bf16, i32, i64)");
-  int64_t rank = static_cast<int64_t>(x->shape.size());
-  bool keepdims = call.attrs.getInt("keepdims", 1) != 0;
-
-  // Axes: input 1 when present (its values on the device), else the
-  // attribute, as the cpu kernel reads them.
-  const DeviceTensor *axesIn = call.input(1);
-  SmallVector<int64_t, 8> axes;
-  int64_t axesCount;
-  if (axesIn) {
-    if (axesIn->dtype != DType::I64 && axesIn->dtype != DType::I32)
-      return cudaKernelError("unsupported: " + call.opType + " with axes of " +
-                             dtypeName(axesIn->dtype) +
-                             " on the cuda backend (i32, i64)");
-    axesCount = axesIn->numElements();
-  } else {
-    ArrayRef<int64_t> attr = call.attrs.getInts("axes");
-    axes.assign(attr.begin(), attr.end());
-    axesCount = static_cast<int64_t>(axes.size());
-  }
-  if (axesCount == 0 && call.attrs.getInt("noop_with_empty_axes", 0)) {
-    if (x->shape != y->shape)
-      return cudaKernelError(call.opType + ": noop reduction changes the shape " +
-                             formatShape(x->shape) + " to " +
-                             formatShape(y->shape));
-    if (x->data != y->data && x->byteSize() > 0)
-      ZINC_CUDA_TRY(cudaMemcpyAsync(y->data, x->data, x->byteSize(),
-                                    cudaMemcpyDeviceToDevice, call.stream));
-    return Error::success();
-  }
-
-  // The reduced dimensions: each reading of the axes the shapes allow.
-  SmallVector<SmallVector<bool, 8>, kMaxChoices> readings;
-  SmallVector<int64_t, kMaxChoices> masks;
-  if (axesIn && axesCount > 0) {
-    SmallVector<int64_t, 4> found =
-        reductionsMatching(x->shape, y->shape, keepdims, axesCount);
-    if (found.empty())
-      return cudaKernelError(call.opType + ": output shape " +
-                             formatShape(y->shape) +
-                             " does not follow from input shape " +
-                             formatShape(x->shape) + " with " +
-                             Twine(axesCount) + " axes and keepdims=" +
-                             Twine(keepdims ? 1 : 0));
-    if (found.size() > static_cast<size_t>(kMaxChoices))
-      return cudaKernelError(
-          "unsupported: " + call.opType + " from " + formatShape(x->shape) +
-          " to " + formatShape(y->shape) + " with axes as a tensor: " +
-          Twine(found.size()) + " sets of axes fit the shapes");
-    for (int64_t mask : found) {
-      SmallVector<bool, 8> reduced(rank, false);
-      for (int64_t d = 0; d < rank; ++d)
-        reduced[d] = (mask >> d) & 1;
-      readings.push_back(std::move(reduced));
-      masks.push_back(mask);
-    }
-  } else {
-    SmallVector<bool, 8> reduced(rank, axes.empty());
-    for (int64_t a : axes) {
-      auto n = normalizeAxis(a, rank);
-      if (!n)
-        return n.takeError();
-      if (rank > 0)
-        reduced[*n] = true;
-    }
-    SmallVector<int64_t, 8> expect;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (!reduced[d])
-        expect.push_back(x->shape[d]);
-      else if (keepdims)
-        expect.push_back(1);
-    }
-    if (ArrayRef<int64_t>(expect) != ArrayRef<int64_t>(y->shape))
-      return cudaKernelError(call.opType + ": output shape " +
-                             formatShape(y->shape) + ", expected " +
-                             formatShape(expect));
-    readings.push_back(std::move(reduced));
-    masks.push_back(0);
-  }
-
   ReduceChoices choices;
-  choices.count = static_cast<int>(readings.size());
-  for (int k = 0; k < choices.count; ++k) {
-    if (!planReduce(x->shape, readings[k], choices.plans[k]))
-      return cudaKernelError("unsupported: " + call.opType + " of " +
-                             formatShape(x->shape) +
-                             " on the cuda backend: more than " +
-                             Twine(kMaxViewRank) +
-                             " alternating kept and reduced dimensions");
-    choices.masks[k] = masks[k];
-    if (Mean && !isKernelFloat(dtype) && choices.plans[k].redCount == 0)
-      return cudaKernelError(call.opType + ": integer mean of no elements");
-  }
-  if (choices.count > 1) {
-    choices.axes = axesIn->data;
-    choices.axes64 = axesIn->dtype == DType::I64;
-    choices.axesCount = axesCount;
-    choices.rank = static_cast<int>(rank);
-    std::copy(x->shape.begin(), x->shape.end(), choices.dims);
-  }
+  bool done;
+  if (Error e = planReduceChoices(
+          call, /*readHostAxes=*/false, choices, done,
+          [&](const ReducePlan &plan) -> Error {
+            if (Mean && !isKernelFloat(dtype) && plan.redCount == 0)
+              return cudaKernelError(call.opType +
+                                     ": integer mean of no elements");
+            return Error::success();
+          }))
+    return e;
+  if (done)
+    return Error::success();
   if (y->numElements() == 0)
     return Error::success();
 

@@ -14,6 +14,7 @@
 // is refused here with the cpu's message, before anything is queued.
 //
 //===----------------------------------------------------------------------===//
+#include "BlockReduce.cuh"
 #include "CudaKernels.h"
 #include "DeviceTypes.cuh"
 #include "SoftmaxMath.h"
@@ -36,16 +37,11 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // Reductions
 //===----------------------------------------------------------------------===//
 
-/// Butterfly reductions: every lane ends with the same bits, since each
-/// step adds the same two values (a + b == b + a exactly).
+/// Butterfly reductions (warpSum is BlockReduce.cuh's): every lane ends
+/// with the same bits, since each step combines the same two values.
 __device__ __forceinline__ float warpMax(float v) {
   for (int m = 16; m > 0; m >>= 1)
     v = fmaxf(v, __shfl_xor_sync(kFullMask, v, m));
-  return v;
-}
-__device__ __forceinline__ double warpSum(double v) {
-  for (int m = 16; m > 0; m >>= 1)
-    v += __shfl_xor_sync(kFullMask, v, m);
   return v;
 }
 
