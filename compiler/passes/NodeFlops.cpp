@@ -22,7 +22,14 @@ uint64_t estimateFlops(const ir::Node &n) {
       llvm::consumeError(g.takeError());
       return outputElements(n);
     }
-    return 2ull * g->batchElements() * g->m * g->n * g->k;
+    uint64_t full = 2ull * g->batchElements() * g->m * g->n * g->k;
+    // Causal attention's products (triangular-products) skip a triangle:
+    // s (s + 1) / 2 of the s^2 terms of their square side.
+    uint64_t side = n.attrs.getInt("lowerY", 0)   ? g->n
+                    : n.attrs.getInt("lowerA", 0) ? g->m
+                    : n.attrs.getInt("lowerB", 0) ? g->n
+                                                  : 0;
+    return side ? full / (2 * side) * (side + 1) : full;
   }
   if (n.domain.empty() && n.opType == "Gemm" && n.inputs.size() >= 2 &&
       n.inputs[0] && n.inputs[0]->shape.size() == 2) {

@@ -9,17 +9,21 @@
 // axes swapped) and scaling by alpha: BLAS's own transA/transB; or reading
 // an operand flattened to a matrix (flattenA/flattenB), which are the same
 // bytes; and, with a third input, starting from a bias along the output's
-// last axis (Y = bias + op(A) op(B)).
+// last axis (Y = bias + op(A) op(B)); and, marked by the
+// triangular-products pass, skipping causal attention's zero triangles
+// (lowerA, lowerB, lowerY: TriangularGemm.h).
 //
 //===----------------------------------------------------------------------===//
 #include "Convert.h"
 #include "KernelUtil.h"
 #include "Kernels.h"
 #include "TeamGemm.h"
+#include "TriangularGemm.h"
 #include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <omp.h>
 
 namespace zinc::cpu {
@@ -31,15 +35,42 @@ static constexpr int64_t kParallelMin = int64_t(1) << 16;
 /// the OpenMP team (TeamGemm.h), or on this thread when `onThisThread`;
 /// lda and ldb default to the operands' packed widths.
 /// BLAS needs nonzero leading dimensions, so an empty K is done here.
+/// Zeros y's entries above its diagonal (lowerY): all-zero bits are zero
+/// in every element type.
+template <typename T>
+static void zeroAboveDiagonal(T *y, int64_t m, int64_t n, int64_t ldy) {
+  for (int64_t i = 0; i < m && i + 1 < n; ++i)
+    std::memset(static_cast<void *>(y + i * ldy + i + 1), 0,
+                (n - i - 1) * sizeof(T));
+}
+
+/// With a triangle (the triangular-products pass), f32 goes to
+/// TriangularGemm on this thread; f64 multiplies whole (the zeros it
+/// reads are zeros) and zeros above the diagonal for LowerY.
 template <typename C>
 static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
                  const C *a, const C *b, C beta, C *y,
                  bool onThisThread = false, int64_t lda = 0, int64_t ldb = 0,
-                 int64_t ldy = 0) {
+                 int64_t ldy = 0, Triangle triangle = Triangle::None) {
   if (m == 0 || n == 0)
     return;
   if (!ldy)
     ldy = n;
+  if constexpr (std::is_same_v<C, float>) {
+    if (triangle != Triangle::None) {
+      triangularGemm(GemmArgs<float>::make(ta, tb, m, n, k, alpha, a,
+                                           lda ? lda : (ta ? m : k), b,
+                                           ldb ? ldb : (tb ? k : n), beta, y,
+                                           ldy),
+                     triangle);
+      return;
+    }
+  }
+  if (triangle == Triangle::LowerY) {
+    gemm<C>(ta, tb, m, n, k, alpha, a, b, beta, y, onThisThread, lda, ldb, ldy);
+    zeroAboveDiagonal(y, m, n, ldy);
+    return;
+  }
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
@@ -264,9 +295,23 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
   if (viewed && a->dtype != DType::F32 && a->dtype != DType::F64)
     return kernelError("unsupported: " + op + " reading a strided view of " +
                        dtypeName(a->dtype));
-  // A view's batch is not one tall matrix: one GEMM per product.
-  bool folded = g.folded && !viewed;
-  if (g.folded && viewed)
+  // Causal attention's known zeros (TriangularGemm.h): lowerA and lowerB
+  // name the operand as stored, so a transposed one is upper triangular.
+  Triangle triangle = Triangle::None;
+  if (!triangleOf(call.attrs.getInt("lowerA", 0) != 0,
+                  call.attrs.getInt("lowerB", 0) != 0,
+                  call.attrs.getInt("lowerY", 0) != 0, ta, tb, triangle))
+    return kernelError(op + ": sets more than one of lowerA, lowerB, lowerY");
+  if (!triangleFits(triangle, m, n, k))
+    return kernelError(op + ": lowerA, lowerB or lowerY needs square matrices, "
+                       "not a [" + llvm::Twine(m) + "," + llvm::Twine(k) +
+                       "] x [" + llvm::Twine(k) + "," + llvm::Twine(n) +
+                       "] product");
+  // A view's batch, or a triangular one, is not one tall matrix: one GEMM
+  // per product.
+  bool perMatrix = viewed || triangle != Triangle::None;
+  bool folded = g.folded && !perMatrix;
+  if (g.folded && perMatrix)
     rows = m;
   // The batch's products, numbered as Y stores them: product p reads A
   // and B at the offsets its batch index gives.
@@ -316,12 +361,12 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
           offsets(p, ao, bo);
           gemm<T>(taBlas, tbBlas, rows, n, k, static_cast<T>(alpha), pa + ao,
                   pb + bo, beta, py + p * rows * ldy + outColumn,
-                  /*onThisThread=*/true, lda, ldb, ldy);
+                  /*onThisThread=*/true, lda, ldb, ldy, triangle);
         });
       } else {
         forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
           gemm<T>(taBlas, tbBlas, rows, n, k, static_cast<T>(alpha), pa + ao,
-                  pb + bo, beta, py + yo, false, lda, ldb, ldy);
+                  pb + bo, beta, py + yo, false, lda, ldb, ldy, triangle);
         });
       }
     } else if constexpr (isFloatStorage<T>()) {
@@ -339,6 +384,8 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
         widenedGemm<T>(ta, tb, rows, n, k, static_cast<float>(alpha), pa + ao,
                        pb + bo, 1.0f, readBias, bias != nullptr,
                        y->as<T>() + yo, *blocks, ldy);
+        if (triangle == Triangle::LowerY)
+          zeroAboveDiagonal(y->as<T>() + yo, rows, n, ldy);
       });
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       if (alpha != 1)
@@ -349,6 +396,8 @@ static llvm::Error runProducts(const KernelCall &call, bool ta, bool tb,
         return kernelError("unsupported: " + op + " of integers into columns");
       forEachProduct([&](int64_t ao, int64_t bo, int64_t yo) {
         intGemm<T>(ta, tb, rows, n, k, pa + ao, pb + bo, y->as<T>() + yo);
+        if (triangle == Triangle::LowerY)
+          zeroAboveDiagonal(y->as<T>() + yo, rows, n, n);
       });
     }
     return llvm::Error::success();

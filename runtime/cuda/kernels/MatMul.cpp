@@ -161,6 +161,17 @@ static llvm::Error runProducts(const CudaKernelCall &call, bool ta, bool tb,
     return err;
   if (auto err = readView("B", *b, g.b, sb, tbBlas, bBase, ldb))
     return err;
+  // Causal attention's triangles (the triangular-products pass): lowerA
+  // and lowerB promise zeros that the whole product multiplies as well;
+  // lowerY's zeros above each output's diagonal are written after it.
+  bool lowerY = call.attrs.getInt("lowerY", 0) != 0;
+  if (int(lowerY) + int(call.attrs.getInt("lowerA", 0) != 0) +
+          int(call.attrs.getInt("lowerB", 0) != 0) > 1)
+    return cudaKernelError(op + ": sets more than one of lowerA, lowerB, lowerY");
+  if (lowerY && (m != n || partial))
+    return cudaKernelError(op + ": lowerY needs square products written whole, "
+                           "not [" + llvm::Twine(m) + "," + llvm::Twine(n) + "]" +
+                           (partial ? " columns of a wider output" : ""));
   // A view's batch is not one tall matrix: one product per batch element
   // (gemm() folds them again when their rows do continue).
   bool folded = g.folded && !viewed;
@@ -258,6 +269,9 @@ static llvm::Error runProducts(const CudaKernelCall &call, bool ta, bool tb,
                         elementAt(b->data, bo, b->dtype), yp, call.stream))
       return cudaKernelError(op + ": " + llvm::toString(std::move(err)));
   }
+  if (lowerY)
+    return launchZeroAboveDiagonal(y->dtype, y->data, y->numElements() / (m * n),
+                                   m, n, call.stream);
   return llvm::Error::success();
 }
 

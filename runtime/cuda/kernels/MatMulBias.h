@@ -3,6 +3,7 @@
 // FusedMatMul's bias and ONNX Gemm's C are copied into the output first and
 // the GEMM accumulates onto them (beta != 0): simpler than a cuBLASLt
 // epilogue, and right for any broadcast of C and any column range of Y.
+// And lowerY's zeros above the diagonal, written after the product.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_RUNTIME_CUDA_KERNELS_MATMULBIAS_H
@@ -22,6 +23,12 @@ namespace zinc::cuda {
 llvm::Error launchFillRows(DType dtype, const void *src, int64_t srcRowStride,
                            int64_t srcColStride, void *y, int64_t rows,
                            int64_t cols, int64_t ldy, cudaStream_t stream);
+
+/// Queues y[m][i][j] = 0 for j > i in each of `matrices` dense [rows, cols]
+/// matrices, in place (FusedMatMul's lowerY, with Trilu's kernel).
+llvm::Error launchZeroAboveDiagonal(DType dtype, void *y, int64_t matrices,
+                                    int64_t rows, int64_t cols,
+                                    cudaStream_t stream);
 
 } // namespace zinc::cuda
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaKernels.h"
+#include "MatMulBias.h"
 #include "MiscMath.h"
 #include "ScalarOperand.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
@@ -61,6 +62,27 @@ Error launchTrilu(const void *x, void *y, int64_t n, int64_t rows, int64_t cols,
 }
 
 } // namespace
+
+Error launchZeroAboveDiagonal(DType dtype, void *y, int64_t matrices,
+                              int64_t rows, int64_t cols, cudaStream_t stream) {
+  int64_t n = matrices * rows * cols;
+  if (n == 0)
+    return Error::success();
+  DiagonalArg k; // 0: keep j <= i
+  switch (dtypeSize(dtype)) {
+  case 1:
+    return launchTrilu<uint8_t>(y, y, n, rows, cols, false, k, stream);
+  case 2:
+    return launchTrilu<uint16_t>(y, y, n, rows, cols, false, k, stream);
+  case 4:
+    return launchTrilu<uint32_t>(y, y, n, rows, cols, false, k, stream);
+  case 8:
+    return launchTrilu<uint64_t>(y, y, n, rows, cols, false, k, stream);
+  default:
+    return cudaKernelError("unsupported: zeroing above the diagonal of " +
+                           dtypeName(dtype) + " on the cuda backend");
+  }
+}
 
 /// Trilu(input, [k]) -> output; attribute upper (default 1).
 Error runTrilu(const CudaKernelCall &call) {

@@ -102,6 +102,16 @@ TEST(CudaMatMulNoDevice, ArgumentErrorsComeBeforeAnyCudaCall) {
   DeviceTensor c3 = f32({3});
   EXPECT_EQ(errorText(runCuda(false, "Gemm", attrs({}), {&a, &b, &c3}, {&y})),
             "Gemm: C of shape [3] does not broadcast to [2,5]");
+  // The triangular-products pass's attributes.
+  DeviceTensor sq = f32({3, 3}), y35 = f32({3, 5});
+  EXPECT_EQ(errorText(runCuda(true, "FusedMatMul",
+                              attrs({intAttr("lowerA", 1), intAttr("lowerY", 1)}),
+                              {&sq, &b}, {&y35})),
+            "FusedMatMul: sets more than one of lowerA, lowerB, lowerY");
+  EXPECT_EQ(errorText(runCuda(true, "FusedMatMul", attrs({intAttr("lowerY", 1)}),
+                              {&a, &b}, {&y})),
+            "FusedMatMul: lowerY needs square products written whole, not "
+            "[2,5]");
   // Valid arguments: only then is the missing context noticed.
   EXPECT_EQ(errorText(runCuda(false, "MatMul", attrs({}), {&a, &b}, {&y})),
             "MatMul: no cuBLASLt context for the call's stream");
@@ -234,6 +244,36 @@ TEST_F(CudaMatMul, FusedMatMulMatchesCpu) {
         expectSameAsCpu(true, "FusedMatMul", at, a, b, &bias, c.y, c.k, 0, 1);
       }
     }
+}
+
+/// Causal attention's triangles (triangular-products): lowerY writes
+/// zeros above each output's diagonal, as the cpu does; lowerA and lowerB
+/// read operands that are zero above theirs (the cpu skips those terms,
+/// the GPU multiplies them).
+TEST_F(CudaMatMul, TrianglesMatchCpu) {
+  const int64_t s = 37, d = 16;
+  for (DType dtype : kFloatTypes) {
+    SCOPED_TRACE(dtypeName(dtype).str());
+    OwnedTensor q = randomTensor(dtype, {2, 3, s, d}, rng);
+    OwnedTensor kk = randomTensor(dtype, {2, 3, s, d}, rng);
+    expectSameAsCpu(true, "FusedMatMul",
+                    attrs({intAttr("transB", 1), intAttr("lowerY", 1),
+                           floatAttr("alpha", 0.125)}),
+                    q, kk, nullptr, {2, 3, s, s}, d);
+    // P: lower triangular, as the masked softmax makes it.
+    OwnedTensor p = randomTensor(dtype, {2, 3, s, s}, rng);
+    OwnedTensor lower(dtype, {2, 3, s, s});
+    ASSERT_NO_ERROR(runCpu(false, "Trilu", attrs({intAttr("upper", 0)}),
+                           {&p}, {&lower}));
+    expectSameAsCpu(true, "FusedMatMul", attrs({intAttr("lowerA", 1)}), lower,
+                    q, nullptr, {2, 3, s, d}, s);
+    expectSameAsCpu(true, "FusedMatMul",
+                    attrs({intAttr("transA", 1), intAttr("lowerA", 1)}), lower,
+                    q, nullptr, {2, 3, s, d}, s);
+    expectSameAsCpu(true, "FusedMatMul",
+                    attrs({intAttr("transA", 1), intAttr("lowerB", 1)}), q,
+                    lower, nullptr, {2, 3, d, s}, s);
+  }
 }
 
 /// Attention reading its heads straight from the fused q,k,v projection

@@ -79,7 +79,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
             "unknown pass 'tile-everything'; valid passes: fuse-gelu, tile, build-training, "
-            "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fuse-bias, concat-in-place, dce, "
+            "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fold-scale, fuse-bias, triangular-products, concat-in-place, dce, "
             "checkpoint, partition, schedule, "
             "place, insert-transfers, spill, allocate");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
@@ -209,7 +209,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
             "unknown pass 'nope' to print after; valid passes: fuse-gelu, tile, build-training, "
-            "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fuse-bias, concat-in-place, dce, "
+            "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fold-scale, fuse-bias, triangular-products, concat-in-place, dce, "
             "checkpoint, partition, schedule, "
             "place, insert-transfers, spill, allocate");
 }
