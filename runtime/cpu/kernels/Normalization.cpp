@@ -354,13 +354,22 @@ llvm::Error runMaskedSoftmax(const KernelCall &call) {
           const float *row = px + r * d;
           const bool *m = pm + (r % maskRows) * d;
           float *out = py + r * d;
+          // A causal row ends in masked entries, half of them on average:
+          // they come out 0 without an exp (a row masked whole stays NaN,
+          // as PyTorch has it, through the full loop).
+          int64_t end = d;
+          while (end > 1 && m[end - 1])
+            --end;
+          if (end == 1 && m[0])
+            end = d;
+          std::fill(out + end, out + d, 0.0f);
           // Branch-free, so that it vectorises.
 #pragma omp simd
-          for (int64_t j = 0; j < d; ++j)
+          for (int64_t j = 0; j < end; ++j)
             out[j] = m[j] ? -inf : row[j];
-          float mx = rm.max(out, d);
-          float sum = rm.sumExp(out, d, mx);
-          rm.expScale(out, out, d, mx, 1.0f / sum);
+          float mx = rm.max(out, end);
+          float sum = rm.sumExp(out, end, mx);
+          rm.expScale(out, out, end, mx, 1.0f / sum);
         });
       } else {
         using C = ComputeT<T>;

@@ -63,6 +63,39 @@ void checkCausal(DType dtype, int64_t t) {
 TEST(MaskedSoftmaxKernel, CausalMaskF32) { checkCausal(DType::F32, 77); }
 TEST(MaskedSoftmaxKernel, CausalMaskF64) { checkCausal(DType::F64, 9); }
 
+// Rows whose mask is not a causal prefix: masked entries before the last
+// clear one are 0 too, and a row masked whole is NaN (as in PyTorch), not
+// cut short.
+TEST(MaskedSoftmaxKernel, HolesAndWholeRowsF32) {
+  const int64_t t = 70;
+  std::vector<double> xs(2 * t);
+  for (int64_t i = 0; i < 2 * t; ++i)
+    xs[i] = std::cos(0.91 * double(i));
+  OwnedTensor x = OwnedTensor::f32({2, t}, xs);
+  OwnedTensor mask(DType::Bool, {2, t});
+  for (int64_t j = 0; j < t; ++j) {
+    mask.ref.as<bool>()[j] = j % 3 == 0 || j > 50; // holes, then a tail
+    mask.ref.as<bool>()[t + j] = true;
+  }
+  OwnedTensor y(DType::F32, {2, t});
+  ASSERT_EQ(runMasked(x, mask, y), "");
+  std::vector<double> got = y.f32s();
+  double mx = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < t; ++j)
+    if (!mask.ref.as<bool>()[j])
+      mx = std::max(mx, xs[j]);
+  for (int64_t j = 0; j < t; ++j)
+    if (!mask.ref.as<bool>()[j])
+      sum += std::exp(xs[j] - mx);
+  for (int64_t j = 0; j < t; ++j) {
+    if (mask.ref.as<bool>()[j])
+      EXPECT_EQ(got[j], 0.0) << "col " << j;
+    else
+      EXPECT_NEAR(got[j], std::exp(xs[j] - mx) / sum, 2e-6) << "col " << j;
+    EXPECT_TRUE(std::isnan(got[t + j])) << "col " << j;
+  }
+}
+
 TEST(MaskedSoftmaxKernel, MaskMustBroadcastThroughLeadingAxes) {
   OwnedTensor x = OwnedTensor::f32({2, 3, 4}, std::vector<double>(24, 1.0));
   OwnedTensor mask(DType::Bool, {2, 1, 4});
