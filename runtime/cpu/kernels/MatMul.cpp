@@ -31,10 +31,6 @@ namespace zinc::cpu {
 /// Below this many multiply-adds thread start-up costs more than it saves.
 static constexpr int64_t kParallelMin = int64_t(1) << 16;
 
-/// y = alpha * op(a) op(b) + beta * y for float or double, through BLAS on
-/// the OpenMP team (TeamGemm.h), or on this thread when `onThisThread`;
-/// lda and ldb default to the operands' packed widths.
-/// BLAS needs nonzero leading dimensions, so an empty K is done here.
 /// Zeros y's entries above its diagonal (lowerY): all-zero bits are zero
 /// in every element type.
 template <typename T>
@@ -44,6 +40,10 @@ static void zeroAboveDiagonal(T *y, int64_t m, int64_t n, int64_t ldy) {
                 (n - i - 1) * sizeof(T));
 }
 
+/// y = alpha * op(a) op(b) + beta * y for float or double, through BLAS on
+/// the OpenMP team (TeamGemm.h), or on this thread when `onThisThread`;
+/// lda and ldb default to the operands' packed widths.
+/// BLAS needs nonzero leading dimensions, so an empty K is done here.
 /// With a triangle (the triangular-products pass), f32 goes to
 /// TriangularGemm on this thread; f64 multiplies whole (the zeros it
 /// reads are zeros) and zeros above the diagonal for LowerY.
