@@ -18,7 +18,7 @@ h2d or nvme instruction running while a compute instruction runs).
 
 Run: /usr/bin/python3 bench/predicted_step.py --build-dir build [--dir /var/tmp/zinc-predicted]
        [--model examples/gpt/gpt.onnx] [--data examples/gpt/data.safetensors]
-       [--reps 3 --warmup 5 --steps 30]
+       [--reps 5 --warmup 5 --steps 30]
 """
 
 import argparse
@@ -70,7 +70,7 @@ def main(argv=None):
     ap.add_argument("--data", default=os.path.join(ROOT, "examples", "gpt", "data.safetensors"))
     ap.add_argument("--flags", default="--offload-optimizer=nvme --offload-params=cpu",
                     help="zinc-compile flags of the plan")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "predicted_step.json"))

@@ -161,13 +161,13 @@ llvm::Expected<ExecutorCosts> executorCosts() {
   return costs;
 }
 
-/// What a small product takes beyond its FLOPs at `rate` and the dispatch:
-/// the GEMM's fixed cost as a step pays it, measured on the executor's
-/// MatMul of [128, 64] x [64, 64] (the bundled example's shapes; through
-/// the kernel's operand checks, geometry and team split).
-llvm::Expected<double> gemmLaunchSeconds(double rate, double dispatch) {
-  const unsigned instances = 64;
-  const int64_t m = 128, k = 64, n = 64;
+/// What one executor MatMul of [m, k] x [k, n] takes beyond the dispatch
+/// (through the kernel's operand checks, geometry and team split): a plan
+/// of back-to-back instances, about 20 MFLOP of them at least.
+llvm::Expected<double> productSeconds(int64_t m, int64_t k, int64_t n, double dispatch) {
+  double flops = 2.0 * m * k * n;
+  const unsigned instances =
+      static_cast<unsigned>(std::clamp(2e7 / flops, 4.0, 64.0));
   plan::PlanBuilder b;
   int a = b.tensor("a", {m, k}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
   int w = b.tensor("w", {k, n}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
@@ -177,7 +177,33 @@ llvm::Expected<double> gemmLaunchSeconds(double rate, double dispatch) {
   auto step = stepSeconds(b.finish());
   if (!step)
     return step.takeError();
-  return std::max(0.0, *step / instances - dispatch - 2.0 * m * k * n / rate);
+  return std::max(0.0, *step / instances - dispatch);
+}
+
+/// The products the cost model prices by measurement (product_seconds):
+/// from the bundled example's [128, 64] x [64, 64] up to 512^3, where the
+/// team GEMM nears the rate of gpu_flops_fp32. Between them a product's
+/// rate climbs from a few tenths of that; below the first, the fixed cost
+/// (gemm_launch_seconds) dominates.
+llvm::Error measureProducts(Hardware &hw) {
+  const int64_t shapes[][3] = {
+      {128, 64, 64}, {128, 64, 256}, {128, 256, 256}, {256, 256, 256}, {512, 256, 512},
+      {512, 512, 512}};
+  hw.productTimes.clear();
+  for (const auto &[m, k, n] : shapes) {
+    auto s = productSeconds(m, k, n, hw.kernelLaunchSeconds);
+    if (!s)
+      return addContext(s.takeError(), "--calibrate: timing products");
+    double flops = 2.0 * m * k * n;
+    // Keep the points a function of FLOPs that never speeds up with size
+    // beyond what noise allows: a time below the previous one is noise.
+    double seconds = hw.productTimes.empty() ? *s : std::max(*s, hw.productTimes.back().second);
+    hw.productTimes.emplace_back(flops, seconds);
+  }
+  // The fixed cost: the smallest product beyond its FLOPs at the peak rate.
+  const auto &[flops, seconds] = hw.productTimes.front();
+  hw.gemmLaunchSeconds = std::max(0.0, seconds - flops / hw.gpuFlopsFp32);
+  return llvm::Error::success();
 }
 
 /// One kernel the cost model times instead of pricing its FLOPs: how to
@@ -341,12 +367,13 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
   hw.kernelLaunchSeconds = executor->dispatch;
   say("kernel_launch_seconds", hw.kernelLaunchSeconds,
       "s (the executor running small kernels back to back)");
-  auto gemmLaunch = gemmLaunchSeconds(hw.gpuFlopsFp32, hw.kernelLaunchSeconds);
-  if (!gemmLaunch)
-    return addContext(gemmLaunch.takeError(), "--calibrate: timing small products");
-  hw.gemmLaunchSeconds = *gemmLaunch;
+  if (auto err = measureProducts(hw))
+    return err;
   say("gemm_launch_seconds", hw.gemmLaunchSeconds,
       "s (the executor's [128,64]x[64,64] MatMul beyond dispatch and FLOPs)");
+  for (const auto &[flops, seconds] : hw.productTimes)
+    say(llvm::formatv("product_seconds at {0:e2} FLOPs", flops).str().c_str(), flops / seconds,
+        "FLOP/s (the executor's MatMul)");
   hw.eventWaitSeconds = executor->wait;
   say("event_wait_seconds", hw.eventWaitSeconds,
       "s (the executor's compute and h2d streams taking turns, beyond dispatch)");

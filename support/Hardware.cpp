@@ -111,8 +111,31 @@ const std::vector<Field> &fields() {
   return table;
 }
 
-/// "kernel_seconds": {"<op>": [[elements, seconds], ...], ...}, elements
-/// positive and increasing, seconds not negative.
+/// A list of [x, seconds] points, x positive and increasing, seconds not
+/// negative; `what` names it and `x` its abscissa in errors.
+llvm::Expected<KernelTimePoints> parseTimePoints(const llvm::json::Value &list,
+                                                 const std::string &what, const char *x) {
+  const llvm::json::Array *points = list.getAsArray();
+  if (!points || points->empty())
+    return makeError(what + " must be a non-empty list of [" + x + ", seconds]");
+  KernelTimePoints parsed;
+  for (const llvm::json::Value &point : *points) {
+    const llvm::json::Array *pair = point.getAsArray();
+    llvm::Optional<double> n, s;
+    if (pair && pair->size() == 2) {
+      n = (*pair)[0].getAsNumber();
+      s = (*pair)[1].getAsNumber();
+    }
+    if (!n || !s || !std::isfinite(*n) || !std::isfinite(*s) || *n <= 0 || *s < 0)
+      return makeError(what + ": each point must be [" + x + " > 0, seconds >= 0]");
+    if (!parsed.empty() && *n <= parsed.back().first)
+      return makeError(what + ": the " + x + " must increase from point to point");
+    parsed.emplace_back(*n, *s);
+  }
+  return parsed;
+}
+
+/// "kernel_seconds": {"<op>": [[elements, seconds], ...], ...}.
 llvm::Error parseKernelTimes(const llvm::json::Value &value, llvm::StringRef where,
                              Hardware &hw) {
   std::string what = (where + ": kernel_seconds").str();
@@ -121,27 +144,20 @@ llvm::Error parseKernelTimes(const llvm::json::Value &value, llvm::StringRef whe
     return makeError(what + " must be an object of op names");
   hw.kernelTimes.clear();
   for (const auto &[op, list] : *ops) {
-    std::string at = what + "." + std::string(llvm::StringRef(op));
-    const llvm::json::Array *points = list.getAsArray();
-    if (!points || points->empty())
-      return makeError(at + " must be a non-empty list of [elements, seconds]");
-    KernelTimePoints parsed;
-    for (const llvm::json::Value &point : *points) {
-      const llvm::json::Array *pair = point.getAsArray();
-      llvm::Optional<double> n, s;
-      if (pair && pair->size() == 2) {
-        n = (*pair)[0].getAsNumber();
-        s = (*pair)[1].getAsNumber();
-      }
-      if (!n || !s || !std::isfinite(*n) || !std::isfinite(*s) || *n <= 0 || *s < 0)
-        return makeError(at + ": each point must be [elements > 0, seconds >= 0]");
-      if (!parsed.empty() && *n <= parsed.back().first)
-        return makeError(at + ": the elements must increase from point to point");
-      parsed.emplace_back(*n, *s);
-    }
-    hw.kernelTimes[std::string(llvm::StringRef(op))] = std::move(parsed);
+    auto points = parseTimePoints(list, what + "." + std::string(llvm::StringRef(op)), "elements");
+    if (!points)
+      return points.takeError();
+    hw.kernelTimes[std::string(llvm::StringRef(op))] = std::move(*points);
   }
   return llvm::Error::success();
+}
+
+/// A point list as JSON.
+llvm::json::Array timePointsJson(const KernelTimePoints &points) {
+  llvm::json::Array list;
+  for (const auto &[x, seconds] : points)
+    list.push_back(llvm::json::Array{x, seconds});
+  return list;
 }
 
 /// Reads a description's fields over `hw`; `where` names it in errors.
@@ -167,6 +183,13 @@ llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardwa
     if (k == "kernel_seconds") {
       if (auto err = parseKernelTimes(value, where, hw))
         return err;
+      continue;
+    }
+    if (k == "product_seconds") {
+      auto points = parseTimePoints(value, (where + ": product_seconds").str(), "FLOPs");
+      if (!points)
+        return points.takeError();
+      hw.productTimes = std::move(*points);
       continue;
     }
     auto field = std::find_if(fields().begin(), fields().end(),
@@ -226,8 +249,23 @@ unsigned share(unsigned ranks, unsigned limit) {
 
 unsigned Hardware::ranksPerNode(unsigned ranks) const { return share(ranks, gpusPerNode); }
 double Hardware::kernelSeconds(double flops, double bytes, bool half, bool product) const {
+  if (product && !half && !productTimes.empty())
+    return kernelLaunchSeconds + measuredProductSeconds(flops);
   return (product ? gemmLaunchSeconds : kernelLaunchSeconds) +
          std::max(flops / (half ? gpuFlopsHalf : gpuFlopsFp32), bytes / gpuMemBandwidth);
+}
+double Hardware::measuredProductSeconds(double flops) const {
+  const KernelTimePoints &points = productTimes;
+  auto between = [&](std::pair<double, double> lo, std::pair<double, double> hi) {
+    return lo.second + (flops - lo.first) / (hi.first - lo.first) * (hi.second - lo.second);
+  };
+  if (flops <= points.front().first)
+    return between({0.0, gemmLaunchSeconds}, points.front());
+  if (flops >= points.back().first)
+    return points.back().second + (flops - points.back().first) / gpuFlopsFp32;
+  auto hi = std::find_if(points.begin(), points.end(),
+                         [&](const auto &p) { return p.first >= flops; });
+  return between(*(hi - 1), *hi);
 }
 llvm::Optional<double> Hardware::measuredKernelSeconds(llvm::StringRef op,
                                                       double elements) const {
@@ -339,14 +377,12 @@ std::string hardwareToJson(const Hardware &hw) {
   }
   if (!hw.kernelTimes.empty()) {
     llvm::json::Object ops;
-    for (const auto &[op, points] : hw.kernelTimes) {
-      llvm::json::Array list;
-      for (const auto &[elements, seconds] : points)
-        list.push_back(llvm::json::Array{elements, seconds});
-      ops[op] = std::move(list);
-    }
+    for (const auto &[op, points] : hw.kernelTimes)
+      ops[op] = timePointsJson(points);
     o["kernel_seconds"] = std::move(ops);
   }
+  if (!hw.productTimes.empty())
+    o["product_seconds"] = timePointsJson(hw.productTimes);
   return llvm::formatv("{0:2}", llvm::json::Value(std::move(o))).str();
 }
 

@@ -70,6 +70,12 @@ struct Hardware {
   /// gradients, on a CPU), by op name, as `zinc-run --calibrate` timed them
   /// beyond the launch. Empty in the GPU presets.
   std::map<std::string, KernelTimePoints, std::less<>> kernelTimes;
+  /// fp32 matrix products as `zinc-run --calibrate` timed them beyond the
+  /// launch: (FLOPs, seconds) pairs. A CPU's GEMM reaches its peak rate only
+  /// at large sizes; a product of a few MFLOP runs at a third of it. Empty
+  /// in the GPU presets, where gemmLaunchSeconds and the peak rate price
+  /// products.
+  KernelTimePoints productTimes;
 
   /// The per-rank share of the node's rates when `ranks` ranks run the
   /// same plan at once (ZeRO's ranks are symmetric): NVMe, CPU memory and
@@ -84,12 +90,20 @@ struct Hardware {
 
   /// What one GPU kernel costs: its FLOPs at the rate of its precision or
   /// its operand bytes at HBM bandwidth, whichever takes longer, plus the
-  /// launch (a matrix product's, for a `product`). The cost model's and the prefetch scheduler's one formula.
+  /// launch (a matrix product's, for a `product`). An fp32 product is
+  /// priced by productTimes when they were measured. The cost model's and
+  /// the prefetch scheduler's one formula.
   double kernelSeconds(double flops, double bytes, bool half, bool product = false) const;
   /// What one `op` kernel over `elements` (its largest operand) takes, the
   /// launch included, when kernelTimes has it: linear between the measured
   /// points, proportional to the elements beyond them. None otherwise.
   llvm::Optional<double> measuredKernelSeconds(llvm::StringRef op, double elements) const;
+  /// What an fp32 product of `flops` takes by productTimes (non-empty),
+  /// beyond the launch: linear between the measured points; below the
+  /// first, linear from gemmLaunchSeconds at no FLOPs; beyond the last, its
+  /// time plus the extra FLOPs at gpuFlopsFp32 (the peak, which large
+  /// products approach).
+  double measuredProductSeconds(double flops) const;
 };
 
 /// A preset name (`hardwarePresetNames()`) or a JSON file of the format of

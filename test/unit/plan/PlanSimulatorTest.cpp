@@ -259,6 +259,49 @@ TEST(PlanSimulator, MeasuredKernelsArePricedByTheirMeasurement) {
   EXPECT_NEAR(p.timeline[1].end - p.timeline[1].start, 1e-6 + 16e-9, 1e-15);
 }
 
+// Measured fp32 products (product_seconds) are priced by FLOPs along the
+// measured curve: from gemm_launch_seconds at no FLOPs to the first point,
+// linear between points, and beyond the last at the peak rate. 16-bit
+// products, which were not measured, keep the launch and peak-rate model.
+TEST(PlanSimulator, MeasuredProductsFollowTheirCurve) {
+  Hardware hw = roundHardware();
+  hw.kernelLaunchSeconds = 1e-6;
+  hw.gemmLaunchSeconds = 10e-6;
+  hw.gpuFlopsFp32 = 1e12;
+  hw.productTimes = {{1e6, 30e-6}, {4e6, 60e-6}};
+  EXPECT_DOUBLE_EQ(hw.measuredProductSeconds(0), 10e-6);
+  EXPECT_DOUBLE_EQ(hw.measuredProductSeconds(0.5e6), 20e-6);
+  EXPECT_DOUBLE_EQ(hw.measuredProductSeconds(2e6), 40e-6);
+  EXPECT_DOUBLE_EQ(hw.measuredProductSeconds(4e6), 60e-6);
+  EXPECT_DOUBLE_EQ(hw.measuredProductSeconds(10e6), 60e-6 + 6e6 / 1e12);
+  EXPECT_DOUBLE_EQ(hw.kernelSeconds(2e6, 1e3, /*half=*/false, /*product=*/true), 1e-6 + 40e-6);
+  EXPECT_DOUBLE_EQ(hw.kernelSeconds(2e6, 1e3, /*half=*/true, /*product=*/true),
+                   10e-6 + 2e6 / hw.gpuFlopsHalf);
+  // Not a product: the FLOP and byte model.
+  EXPECT_DOUBLE_EQ(hw.kernelSeconds(2e6, 1e3, false, false), 1e-6 + 2e6 / 1e12);
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 1000);
+  int w = b.tensor("w", TIER_GPU, 4096, 1000);
+  int y = b.tensor("y", TIER_GPU, 8192, 1000);
+  b.inst("product", "MatMul", STREAM_COMPUTE, {x, w}, {y}).set_flops(2000000);
+  Prediction p = simulate(b.p, hw);
+  EXPECT_NEAR(p.timeline[0].end - p.timeline[0].start, 41e-6, 1e-15);
+}
+
+TEST(HardwareDescription, MeasuredProductsRoundTrip) {
+  auto hw = parseHardwareJson(R"({"product_seconds": [[1.0e6, 2.2e-5], [4.2e6, 7.5e-5]]})",
+                              "hw.json");
+  ASSERT_TRUE(static_cast<bool>(hw)) << llvm::toString(hw.takeError());
+  EXPECT_EQ(hw->productTimes, (KernelTimePoints{{1.0e6, 2.2e-5}, {4.2e6, 7.5e-5}}));
+  auto back = parseHardwareJson(hardwareToJson(*hw), "round trip");
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->productTimes, hw->productTimes);
+  // The presets measure nothing.
+  auto v100 = loadHardware("dgx2-v100");
+  ASSERT_TRUE(static_cast<bool>(v100));
+  EXPECT_TRUE(v100->productTimes.empty());
+}
+
 TEST(HardwareDescription, MeasuredKernelsRoundTrip) {
   auto hw = parseHardwareJson(
       R"({"kernel_seconds": {"Gelu": [[16384, 3.5e-5], [262144, 5.6e-4]], "Softmax": [[1, 0]]}})",
@@ -326,6 +369,12 @@ TEST(HardwareDescription, BadFieldsAreNamed) {
             "hw.json: kernel_seconds.Gelu: each point must be [elements > 0, seconds >= 0]");
   EXPECT_EQ(error(R"({"kernel_seconds": {"Gelu": [[10, 1e-6], [10, 2e-6]]}})"),
             "hw.json: kernel_seconds.Gelu: the elements must increase from point to point");
+  EXPECT_EQ(error(R"({"product_seconds": {"MatMul": 1}})"),
+            "hw.json: product_seconds must be a non-empty list of [FLOPs, seconds]");
+  EXPECT_EQ(error(R"({"product_seconds": [[1e6, -1]]})"),
+            "hw.json: product_seconds: each point must be [FLOPs > 0, seconds >= 0]");
+  EXPECT_EQ(error(R"({"product_seconds": [[4e6, 1e-5], [1e6, 2e-5]]})"),
+            "hw.json: product_seconds: the FLOPs must increase from point to point");
 }
 
 } // namespace
