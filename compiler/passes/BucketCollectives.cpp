@@ -10,6 +10,12 @@
 // one while nothing between them reads its results or touches its operands
 // (its deadline, below).
 //
+// Stage 1 all-reduces each gradient in place and at once takes this rank's
+// share of it (ShardOf), which the update reads only at the step's end. Such
+// a ShardOf moves down with its reduction, to just after the bucket: the
+// reduction's deadline is then the first reader of the share, not the
+// ShardOf, and stage 1's all-reduces bucket as stage 0's do.
+//
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/BucketCollectives.h"
 #include "llvm/ADT/DenseMap.h"
@@ -136,10 +142,28 @@ private:
     return at;
   }
 
+  /// Whether `user`, a reader of what reduction `n` reduces in place, is a
+  /// ShardOf that may move down with `n` (into its bucket's place): it
+  /// reads only that tensor, after `n`, and nothing else touches the tensor
+  /// between them.
+  bool sinksWith(const ir::Node &n, const ir::Node &user, const ir::Value *reduced) const {
+    if (user.domain != "zinc" || user.opType != "ShardOf" || user.inputs.size() != 1 ||
+        user.inputs[0] != reduced || user.outputs.size() != 1 || !user.outputs[0] ||
+        pos(&user) <= pos(&n))
+      return false;
+    for (const ir::Use &u : reduced->uses())
+      if (u.user != &n && u.user != &user && pos(u.user) > pos(&n) &&
+          pos(u.user) < pos(&user))
+        return false;
+    return true;
+  }
+
   /// The first position after `n` at which a reduction can no longer run:
   /// a reader of its results, or a node touching its operands (a write of
-  /// an input; any access to an operand it reduces in place).
-  size_t deadline(const ir::Node &n) const {
+  /// an input; any access to an operand it reduces in place). A ShardOf
+  /// that sinks with it (sinksWith) counts by its own share's readers and
+  /// any later toucher of the tensor instead.
+  size_t deadline(const ir::Node &n) {
     size_t first = kNever;
     auto after = [&](const ir::Node *user) {
       if (user != &n && pos(user) > pos(&n))
@@ -149,9 +173,17 @@ private:
       for (const ir::Use &u : out->uses())
         after(u.user);
     for (unsigned i = 0; i < n.inputs.size(); ++i)
-      for (const ir::Use &u : n.inputs[i]->uses())
-        if (n.writesInput(i) || u.user->writesInput(u.operand))
-          after(u.user);
+      for (const ir::Use &u : n.inputs[i]->uses()) {
+        if (!n.writesInput(i) && !u.user->writesInput(u.operand))
+          continue;
+        if (n.writesInput(i) && sinksWith(n, *u.user, n.inputs[i])) {
+          for (const ir::Use &reader : u.user->outputs[0]->uses())
+            after(reader.user);
+          sinking[&n].push_back(u.user);
+          continue;
+        }
+        after(u.user);
+      }
     return first;
   }
 
@@ -171,6 +203,20 @@ private:
     ir::Node *bucket =
         g.insertNode(anchor, first.opType, name, ins, outs, first.attrs, first.domain);
     bucket->stream = ir::Stream::Collective;
+    // The members' ShardOfs follow the bucket, in the members' order.
+    ir::Node *insertAt = g.nextNode(bucket);
+    if (!gather)
+      for (ir::Node *m : members) {
+        auto it = sinking.find(m);
+        if (it == sinking.end())
+          continue;
+        for (ir::Node *shard : it->second) {
+          if (shard == insertAt)
+            insertAt = g.nextNode(shard);
+          else
+            g.moveBefore(shard, insertAt);
+        }
+      }
     for (ir::Node *m : members)
       g.eraseNode(m); // Their outputs' definition is already the bucket.
   }
@@ -179,6 +225,8 @@ private:
   uint64_t cap;
   llvm::DenseMap<const ir::Node *, size_t> position;
   std::vector<std::vector<ir::Node *>> closed;
+  /// Per reduction, the ShardOfs that move down with it (deadline).
+  llvm::DenseMap<const ir::Node *, std::vector<ir::Node *>> sinking;
 };
 
 } // namespace

@@ -149,6 +149,60 @@ TEST(BucketCollectivesTest, AnInPlaceReductionWaitsOnlyWhileNothingTouchesItsTen
                                    "Add(g1,g2)"}));
 }
 
+TEST(BucketCollectivesTest, StageOnesShardsMoveDownWithTheirAllReduces) {
+  // Stage 1: each gradient is all-reduced in place and its share taken at
+  // once; the updates read the shares at the end. The ShardOfs move down
+  // to just after the bucket, in the members' order.
+  Bucketed r = bucket(R"(
+  %g1 : f32[128] = Add(%x, %x)
+  zinc.AllReduce(%g1) name "ar1" on collective {op = "mean" : string}
+  %s1 : f32[64] shard of [128] = zinc.ShardOf(%g1) name "sh1"
+  %g2 : f32[128] = Mul(%x, %x)
+  zinc.AllReduce(%g2) name "ar2" on collective {op = "mean" : string}
+  %s2 : f32[64] shard of [128] = zinc.ShardOf(%g2) name "sh2"
+  %g3 : f32[128] = Sub(%x, %x)
+  zinc.AllReduce(%g3) name "ar3" on collective {op = "mean" : string}
+  %s3 : f32[64] shard of [128] = zinc.ShardOf(%g3) name "sh3"
+  %u1 : f32[64] = Add(%s1, %a)
+  %u2 : f32[64] = Add(%s2, %b)
+  %u3 : f32[64] = Add(%s3, %c)
+  output %u1
+  output %u2
+  output %u3
+)", 1 << 20);
+  EXPECT_EQ(r.merged, 2u);
+  EXPECT_EQ(r.nodes, (Names{"Add(x,x)", "Mul(x,x)", "Sub(x,x)", "AllReduce(g1,g2,g3)",
+                            "ShardOf(g1)", "ShardOf(g2)", "ShardOf(g3)", "Add(s1,a)",
+                            "Add(s2,b)", "Add(s3,c)"}));
+  // A share read at once, or a tensor read between its reduction and its
+  // ShardOf, keeps the reductions apart.
+  Bucketed readAtOnce = bucket(R"(
+  %g1 : f32[128] = Add(%x, %x)
+  zinc.AllReduce(%g1) name "ar1" on collective {op = "mean" : string}
+  %s1 : f32[64] shard of [128] = zinc.ShardOf(%g1) name "sh1"
+  %u1 : f32[64] = Add(%s1, %a)
+  %g2 : f32[128] = Mul(%x, %x)
+  zinc.AllReduce(%g2) name "ar2" on collective {op = "mean" : string}
+  %s2 : f32[64] shard of [128] = zinc.ShardOf(%g2) name "sh2"
+  output %u1
+  output %s2
+)", 1 << 20);
+  EXPECT_EQ(readAtOnce.merged, 0u);
+  Bucketed readBetween = bucket(R"(
+  %g1 : f32[128] = Add(%x, %x)
+  zinc.AllReduce(%g1) name "ar1" on collective {op = "mean" : string}
+  %n : f32[128] = Neg(%g1)
+  %s1 : f32[64] shard of [128] = zinc.ShardOf(%g1) name "sh1"
+  %g2 : f32[128] = Mul(%x, %x)
+  zinc.AllReduce(%g2) name "ar2" on collective {op = "mean" : string}
+  %s2 : f32[64] shard of [128] = zinc.ShardOf(%g2) name "sh2"
+  output %n
+  output %s1
+  output %s2
+)", 1 << 20);
+  EXPECT_EQ(readBetween.merged, 0u);
+}
+
 TEST(BucketCollectivesTest, SizesToTryFollowTheLinksLatency) {
   auto hw = loadHardware("dgx2-v100");
   ASSERT_TRUE(static_cast<bool>(hw)) << llvm::toString(hw.takeError());
