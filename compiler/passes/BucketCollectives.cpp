@@ -5,16 +5,21 @@
 // nodes' ordinals in that order, fixed before anything moves.
 //
 // A gather bucket is anchored at its first member: a later gather joins
-// when its shards are complete there. A reduction bucket (ReduceScatter,
+// when its shards are complete there. One that cannot (stages 1-2 rebuild
+// each weight right after its update, which the previous gather precedes)
+// may instead turn the bucket into one anchored at its last member, as a
+// reduction's is, when no member's results are read, nor its operands
+// written, before it. A reduction bucket (ReduceScatter,
 // AllReduce) is anchored at its last member: a member may wait for a later
 // one while nothing between them reads its results or touches its operands
 // (its deadline, below).
 //
 // Stage 1 all-reduces each gradient in place and at once takes this rank's
-// share of it (ShardOf), which the update reads only at the step's end. Such
-// a ShardOf moves down with its reduction, to just after the bucket: the
-// reduction's deadline is then the first reader of the share, not the
-// ShardOf, and stage 1's all-reduces bucket as stage 0's do.
+// share of it (ShardOf), which the update reads only at the step's end; and
+// stages 1-2 copy each gathered weight into place at once (CopyInto). Such a
+// follower moves down with its collective, to just after the bucket: the
+// deadline is then what reads or touches the follower's results, and these
+// collectives bucket as stage 0's and 3's do.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/BucketCollectives.h"
@@ -76,9 +81,9 @@ public:
     for (auto &[kind, b] : open)
       close(b);
     size_t merged = 0;
-    for (std::vector<ir::Node *> &members : closed) {
-      merge(members);
-      merged += members.size() - 1;
+    for (Closed &c : closed) {
+      merge(c.members, c.late);
+      merged += c.members.size() - 1;
     }
     return merged;
   }
@@ -87,17 +92,32 @@ private:
   struct Bucket {
     std::vector<ir::Node *> members;
     uint64_t bytes = 0;
-    /// Reductions: the earliest deadline of the members.
+    /// The earliest deadline of the members.
     size_t deadline = kNever;
+    /// A gather bucket anchored at its last member.
+    bool late = false;
+  };
+  struct Closed {
+    std::vector<ir::Node *> members;
+    bool late = false;
   };
 
   size_t pos(const ir::Node *n) const { return n ? position.lookup(n) : 0; }
 
   bool fits(const Bucket &b, uint64_t bytes) const { return b.bytes + bytes <= cap; }
 
-  bool joins(const Bucket &b, const ir::Node &n) const {
-    if (n.opType == "AllGather")
-      return completeAt(n) < pos(b.members.front()) && !fedByCollective(n);
+  bool joins(Bucket &b, const ir::Node &n) const {
+    if (n.opType == "AllGather" && !b.late) {
+      if (completeAt(n) < pos(b.members.front()) && !fedByCollective(n))
+        return true;
+      // Anchored at `n` instead, if every member may wait for it. Only
+      // for gathers of the GPU tier: transfers, inserted after this,
+      // stage a tier's tensors around where the step reads them.
+      b.late = pos(&n) < b.deadline && onGpu(n) && llvm::all_of(b.members, [&](ir::Node *m) {
+                 return onGpu(*m);
+               });
+      return b.late;
+    }
     return pos(&n) < b.deadline;
   }
 
@@ -118,13 +138,12 @@ private:
   void add(Bucket &b, ir::Node *n, uint64_t bytes) {
     b.members.push_back(n);
     b.bytes += bytes;
-    if (n->opType != "AllGather")
-      b.deadline = std::min(b.deadline, deadline(*n));
+    b.deadline = std::min(b.deadline, deadline(*n));
   }
 
   void close(Bucket &b) {
     if (b.members.size() > 1)
-      closed.push_back(std::move(b.members));
+      closed.push_back({std::move(b.members), b.late});
     b = Bucket();
   }
 
@@ -142,57 +161,80 @@ private:
     return at;
   }
 
-  /// Whether `user`, a reader of what reduction `n` reduces in place, is a
-  /// ShardOf that may move down with `n` (into its bucket's place): it
-  /// reads only that tensor, after `n`, and nothing else touches the tensor
-  /// between them.
-  bool sinksWith(const ir::Node &n, const ir::Node &user, const ir::Value *reduced) const {
-    if (user.domain != "zinc" || user.opType != "ShardOf" || user.inputs.size() != 1 ||
-        user.inputs[0] != reduced || user.outputs.size() != 1 || !user.outputs[0] ||
+  static bool onGpu(const ir::Node &n) {
+    auto gpu = [](const ir::Value *v) { return !v || v->tier == ir::Tier::Gpu; };
+    return llvm::all_of(n.inputs, gpu) && llvm::all_of(n.outputs, gpu);
+  }
+
+  /// Whether `user`, a reader of `v` (what reduction `n` reduces in place,
+  /// or what gather `n` gathers), may move down with `n` into its bucket's
+  /// place: it only takes `v` somewhere else (this rank's share of it,
+  /// ShardOf; or a copy into a tensor of its own, CopyInto, as stages 1-2
+  /// refresh each weight from its gather), and nothing touches `v` between
+  /// `n` and it.
+  bool sinksWith(const ir::Node &n, const ir::Node &user, const ir::Value *v) const {
+    if (user.domain != "zinc" || user.inputs.empty() || user.inputs[0] != v ||
         pos(&user) <= pos(&n))
       return false;
-    for (const ir::Use &u : reduced->uses())
+    bool share = user.opType == "ShardOf" && user.inputs.size() == 1 &&
+                 user.outputs.size() == 1 && user.outputs[0];
+    bool copy = user.opType == "CopyInto" && user.inputs.size() == 2 && user.inputs[1] &&
+                user.inputs[1] != v && user.writesInput(1) && !user.writesInput(0) &&
+                onGpu(user);
+    if (!share && !copy)
+      return false;
+    for (const ir::Use &u : v->uses())
       if (u.user != &n && u.user != &user && pos(u.user) > pos(&n) &&
           pos(u.user) < pos(&user))
         return false;
     return true;
   }
 
-  /// The first position after `n` at which a reduction can no longer run:
-  /// a reader of its results, or a node touching its operands (a write of
-  /// an input; any access to an operand it reduces in place). A ShardOf
-  /// that sinks with it (sinksWith) counts by its own share's readers and
-  /// any later toucher of the tensor instead.
+  /// The first position after `n` at which a reduction, or a gather moved
+  /// down, can no longer run: a reader of its results, or a node touching
+  /// its operands (a write of an input; any access to an operand it reduces
+  /// in place). A node that sinks with it (sinksWith) counts by what comes
+  /// after it instead: its results' readers, and the later users of what it
+  /// writes.
   size_t deadline(const ir::Node &n) {
     size_t first = kNever;
     auto after = [&](const ir::Node *user) {
       if (user != &n && pos(user) > pos(&n))
         first = std::min(first, pos(user));
     };
+    auto readOf = [&](const ir::Use &u, const ir::Value *v) {
+      if (!sinksWith(n, *u.user, v))
+        return after(u.user);
+      const ir::Node &follower = *u.user;
+      for (ir::Value *out : follower.outputs)
+        for (const ir::Use &r : out->uses())
+          after(r.user);
+      for (unsigned j = 0; j < follower.inputs.size(); ++j)
+        if (follower.writesInput(j))
+          for (const ir::Use &r : follower.inputs[j]->uses())
+            if (r.user != &follower && pos(r.user) > pos(&follower))
+              after(r.user);
+      sinking[&n].push_back(u.user);
+    };
     for (ir::Value *out : n.outputs)
       for (const ir::Use &u : out->uses())
-        after(u.user);
+        readOf(u, out);
     for (unsigned i = 0; i < n.inputs.size(); ++i)
       for (const ir::Use &u : n.inputs[i]->uses()) {
-        if (!n.writesInput(i) && !u.user->writesInput(u.operand))
-          continue;
-        if (n.writesInput(i) && sinksWith(n, *u.user, n.inputs[i])) {
-          for (const ir::Use &reader : u.user->outputs[0]->uses())
-            after(reader.user);
-          sinking[&n].push_back(u.user);
-          continue;
-        }
-        after(u.user);
+        if (n.writesInput(i))
+          readOf(u, n.inputs[i]);
+        else if (u.user->writesInput(u.operand))
+          after(u.user);
       }
     return first;
   }
 
   /// One node for the bucket where its anchor was: the first member for
-  /// gathers, the last for reductions.
-  void merge(const std::vector<ir::Node *> &members) {
+  /// gathers (unless `late`), the last for reductions.
+  void merge(const std::vector<ir::Node *> &members, bool late) {
     const ir::Node &first = *members.front();
     bool gather = first.opType == "AllGather";
-    ir::Node *anchor = gather ? members.front() : members.back();
+    ir::Node *anchor = gather && !late ? members.front() : members.back();
     std::vector<ir::Value *> ins, outs;
     for (const ir::Node *m : members) {
       ins.insert(ins.end(), m->inputs.begin(), m->inputs.end());
@@ -203,9 +245,10 @@ private:
     ir::Node *bucket =
         g.insertNode(anchor, first.opType, name, ins, outs, first.attrs, first.domain);
     bucket->stream = ir::Stream::Collective;
-    // The members' ShardOfs follow the bucket, in the members' order.
+    // What moves down with the members follows the bucket, in the
+    // members' order.
     ir::Node *insertAt = g.nextNode(bucket);
-    if (!gather)
+    if (!gather || late)
       for (ir::Node *m : members) {
         auto it = sinking.find(m);
         if (it == sinking.end())
@@ -224,8 +267,8 @@ private:
   ir::Graph &g;
   uint64_t cap;
   llvm::DenseMap<const ir::Node *, size_t> position;
-  std::vector<std::vector<ir::Node *>> closed;
-  /// Per reduction, the ShardOfs that move down with it (deadline).
+  std::vector<Closed> closed;
+  /// Per collective, the nodes that move down with it (deadline).
   llvm::DenseMap<const ir::Node *, std::vector<ir::Node *>> sinking;
 };
 

@@ -17,8 +17,9 @@ In fp16 the four stages agree with each other bit for bit (the same
 reductions, in f32, whatever shards they are split into).
 
 Collectives merged into buckets (--bucket-bytes) train bit for bit as the
-same collectives one tensor at a time do, at stages 0, 1 (whose shares of
-the gradients move down behind the bucket) and 3, fp32 and fp16.
+same collectives one tensor at a time do, at stages 0 to 3 (at 1 and 2 the
+shares of the gradients and the refreshes of the gathered weights move
+down behind their buckets), fp32 and fp16.
 
 Checkpoints: two ranks resume bit for bit (Dropout, ZeRO-3, NVMe states);
 a checkpoint of N ranks resumes on M (2->1, 1->2, 2->4, 4->2), its whole
@@ -226,7 +227,8 @@ class ZeroTest(unittest.TestCase):
         # sums go through the f32 scratch one tensor after another.
         dump = os.path.join(os.path.dirname(self.zinc_compile), "zinc-dump")
         for stage, precision, kinds in ((0, "fp32", ["AllReduce"]),
-                                        (1, "fp32", ["AllReduce"]),
+                                        (1, "fp32", ["AllReduce", "AllGather"]),
+                                        (2, "fp32", ["ReduceScatter", "AllGather"]),
                                         (3, "fp32", ["AllGather", "ReduceScatter"]),
                                         (3, "fp16", ["AllGather", "ReduceScatter"])):
             runs = []

@@ -203,6 +203,61 @@ TEST(BucketCollectivesTest, StageOnesShardsMoveDownWithTheirAllReduces) {
   EXPECT_EQ(readBetween.merged, 0u);
 }
 
+TEST(BucketCollectivesTest, GathersAfterTheirUpdatesMergeAtTheLast) {
+  // Stages 1-2 rebuild each weight right after its update: the second
+  // shard is not complete at the first gather, but nothing reads the
+  // gathered weights before the last, so the bucket sits there.
+  Bucketed r = bucket(R"(
+  zinc.AllReduce(%a) name "upd-a" on collective {op = "max" : string}
+  %A : f32[128] = zinc.AllGather(%a) name "ga" on collective
+  zinc.AllReduce(%b) name "upd-b" on collective {op = "min" : string}
+  %B : f32[128] = zinc.AllGather(%b) name "gb" on collective
+  output %A
+  output %B
+)", 1 << 20);
+  EXPECT_EQ(r.merged, 1u);
+  EXPECT_EQ(r.nodes, (Names{"AllReduce(a)", "AllReduce(b)", "AllGather(a,b)"}));
+  // A reader of the first gather's weight before the second keeps them
+  // apart.
+  Bucketed apart = bucket(R"(
+  zinc.AllReduce(%a) name "upd-a" on collective {op = "max" : string}
+  %A : f32[128] = zinc.AllGather(%a) name "ga" on collective
+  %y : f32[128] = Add(%x, %A)
+  zinc.AllReduce(%b) name "upd-b" on collective {op = "min" : string}
+  %B : f32[128] = zinc.AllGather(%b) name "gb" on collective
+  output %y
+  output %B
+)", 1 << 20);
+  EXPECT_EQ(apart.merged, 0u);
+  // Each weight copied into place at once (the refresh) moves down with
+  // its gather; a later reader of the copy's destination bounds the bucket.
+  Bucketed refreshed = bucket(R"(
+  %w1 : f32[128] = Neg(%x)
+  %w2 : f32[128] = Abs(%x)
+  %A : f32[128] = zinc.AllGather(%a) name "ga" on collective
+  zinc.CopyInto(%A, %w1) name "refresh-a"
+  zinc.AllReduce(%b) name "upd-b" on collective {op = "min" : string}
+  %B : f32[128] = zinc.AllGather(%b) name "gb" on collective
+  zinc.CopyInto(%B, %w2) name "refresh-b"
+  %y : f32[128] = Add(%w1, %w2)
+  output %y
+)", 1 << 20);
+  EXPECT_EQ(refreshed.merged, 1u);
+  EXPECT_EQ(refreshed.nodes, (Names{"Neg(x)", "Abs(x)", "AllReduce(b)", "AllGather(a,b)",
+                                    "CopyInto(A,w1)", "CopyInto(B,w2)", "Add(w1,w2)"}));
+  Bucketed readFirst = bucket(R"(
+  %w1 : f32[128] = Neg(%x)
+  %A : f32[128] = zinc.AllGather(%a) name "ga" on collective
+  zinc.CopyInto(%A, %w1) name "refresh-a"
+  %y : f32[128] = Add(%w1, %x)
+  zinc.AllReduce(%b) name "upd-b" on collective {op = "min" : string}
+  %B : f32[128] = zinc.AllGather(%b) name "gb" on collective
+  output %y
+  output %B
+)", 1 << 20);
+  EXPECT_EQ(readFirst.merged, 0u);
+}
+
 TEST(BucketCollectivesTest, SizesToTryFollowTheLinksLatency) {
   auto hw = loadHardware("dgx2-v100");
   ASSERT_TRUE(static_cast<bool>(hw)) << llvm::toString(hw.takeError());
