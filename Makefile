@@ -115,6 +115,12 @@ bench-offload: build
 bench-predicted: build
 	/usr/bin/python3 bench/predicted_step.py --build-dir $(BUILD)
 
+# ZeRO stages 1 and 2 over 2 MPI ranks: collectives in the buckets the cost
+# model chooses against one tensor each, same losses (bench/zero_buckets.py).
+.PHONY: bench-zero-buckets
+bench-zero-buckets: build
+	/usr/bin/python3 bench/zero_buckets.py --build-dir $(BUILD)
+
 # zinc-compile's seconds and peak RSS from 1.3B to 1T parameters and on a
 # 100k-node graph (bench/README.md); JSON in bench/results/.
 .PHONY: bench-compile
