@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/BucketCollectives.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -107,7 +108,9 @@ private:
   bool fits(const Bucket &b, uint64_t bytes) const { return b.bytes + bytes <= cap; }
 
   bool joins(Bucket &b, const ir::Node &n) const {
-    if (n.opType == "AllGather" && !b.late) {
+    if (n.opType == "AllGather" && b.late)
+      return pos(&n) < b.deadline && onGpu(n);
+    if (n.opType == "AllGather") {
       if (completeAt(n) < pos(b.members.front()) && !fedByCollective(n))
         return true;
       // Anchored at `n` instead, if every member may wait for it. Only
@@ -121,15 +124,17 @@ private:
     return pos(&n) < b.deadline;
   }
 
-  /// Whether a collective defines or writes what gather `n` reads: that one
-  /// may itself move down into a bucket of its own, past the gather's new
-  /// place, since both moves are judged on the original order.
+  /// Whether a collective, or a node that may move down with one (a
+  /// follower), defines or writes what gather `n` reads: that one may itself
+  /// move down, past the gather's new place, since both moves are judged on
+  /// the original order.
   bool fedByCollective(const ir::Node &n) const {
+    auto mayMoveDown = [&](const ir::Node *m) { return isBucketable(*m) || followers.count(m); };
     for (ir::Value *v : n.inputs) {
-      if (v->def && isBucketable(*v->def))
+      if (v->def && mayMoveDown(v->def))
         return true;
       for (const ir::Use &u : v->uses())
-        if (u.user->writesInput(u.operand) && isBucketable(*u.user) && pos(u.user) < pos(&n))
+        if (u.user->writesInput(u.operand) && mayMoveDown(u.user) && pos(u.user) < pos(&n))
           return true;
     }
     return false;
@@ -215,6 +220,7 @@ private:
             if (r.user != &follower && pos(r.user) > pos(&follower))
               after(r.user);
       sinking[&n].push_back(u.user);
+      followers.insert(u.user);
     };
     for (ir::Value *out : n.outputs)
       for (const ir::Use &u : out->uses())
@@ -245,21 +251,24 @@ private:
     ir::Node *bucket =
         g.insertNode(anchor, first.opType, name, ins, outs, first.attrs, first.domain);
     bucket->stream = ir::Stream::Collective;
-    // What moves down with the members follows the bucket, in the
-    // members' order.
-    ir::Node *insertAt = g.nextNode(bucket);
-    if (!gather || late)
+    // What moves down with the members follows the bucket, in its original
+    // order. A follower already past the anchor stays where it is: moving
+    // it up would cross nodes nothing checked it against.
+    if (!gather || late) {
+      std::vector<ir::Node *> moving;
       for (ir::Node *m : members) {
         auto it = sinking.find(m);
         if (it == sinking.end())
           continue;
-        for (ir::Node *shard : it->second) {
-          if (shard == insertAt)
-            insertAt = g.nextNode(shard);
-          else
-            g.moveBefore(shard, insertAt);
-        }
+        for (ir::Node *follower : it->second)
+          if (pos(follower) < pos(anchor))
+            moving.push_back(follower);
       }
+      std::sort(moving.begin(), moving.end(),
+                [&](const ir::Node *a, const ir::Node *b) { return pos(a) < pos(b); });
+      for (ir::Node *follower : moving)
+        g.moveBefore(follower, anchor); // The anchor goes; they follow the bucket.
+    }
     for (ir::Node *m : members)
       g.eraseNode(m); // Their outputs' definition is already the bucket.
   }
@@ -268,8 +277,10 @@ private:
   uint64_t cap;
   llvm::DenseMap<const ir::Node *, size_t> position;
   std::vector<Closed> closed;
-  /// Per collective, the nodes that move down with it (deadline).
+  /// Per collective, the nodes that may move down with it (deadline), and
+  /// all of them.
   llvm::DenseMap<const ir::Node *, std::vector<ir::Node *>> sinking;
+  llvm::DenseSet<const ir::Node *> followers;
 };
 
 } // namespace

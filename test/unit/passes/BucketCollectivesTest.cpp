@@ -258,6 +258,41 @@ TEST(BucketCollectivesTest, GathersAfterTheirUpdatesMergeAtTheLast) {
   EXPECT_EQ(readFirst.merged, 0u);
 }
 
+TEST(BucketCollectivesTest, FollowersNeverMoveUpNorUnderAGather) {
+  // The last member's refresh lies past the anchor, behind a reader of its
+  // destination: it stays there (moving it up would let Abs read the new w).
+  Bucketed past = bucket(R"(
+  %w : f32[128] = Neg(%x)
+  %g1 : f32[128] = Add(%x, %x)
+  zinc.AllReduce(%g1) name "ar1" on collective {op = "mean" : string}
+  %g2 : f32[128] = Mul(%x, %x)
+  zinc.AllReduce(%g2) name "ar2" on collective {op = "mean" : string}
+  %y : f32[128] = Abs(%w)
+  zinc.CopyInto(%g2, %w) name "c2"
+  output %y
+  output %g1
+)", 1 << 20);
+  EXPECT_EQ(past.merged, 1u);
+  EXPECT_EQ(past.nodes, (Names{"Neg(x)", "Add(x,x)", "Mul(x,x)", "AllReduce(g1,g2)",
+                               "Abs(w)", "CopyInto(g2,w)"}));
+  // cp may move down with ar1 into its bucket at ar2: gb, which reads what
+  // cp writes, must not move up to ga, ahead of it; the gathers meet at gb.
+  Bucketed gather = bucket(R"(
+  zinc.AllReduce(%c) name "ar1" on collective {op = "mean" : string}
+  zinc.CopyInto(%c, %b) name "cp"
+  %A : f32[128] = zinc.AllGather(%a) name "ga" on collective
+  %g : f32[128] = Add(%x, %x)
+  zinc.AllReduce(%g) name "ar2" on collective {op = "mean" : string}
+  %B : f32[128] = zinc.AllGather(%b) name "gb" on collective
+  output %A
+  output %B
+  output %g
+)", 1 << 20);
+  EXPECT_EQ(gather.merged, 2u);
+  EXPECT_EQ(gather.nodes, (Names{"Add(x,x)", "AllReduce(c,g)", "CopyInto(c,b)",
+                                 "AllGather(a,b)"}));
+}
+
 TEST(BucketCollectivesTest, SizesToTryFollowTheLinksLatency) {
   auto hw = loadHardware("dgx2-v100");
   ASSERT_TRUE(static_cast<bool>(hw)) << llvm::toString(hw.takeError());
