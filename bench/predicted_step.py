@@ -27,20 +27,17 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from checked_run import checked_run  # noqa: E402
 from machine_info import cpu_name, git_commit  # noqa: E402
 
 
 def run(argv):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit("predicted_step: %s failed:\n%s" % (" ".join(argv), proc.stderr[-2000:]))
-    return proc
+    return checked_run(argv, "predicted_step")
 
 
 def overlapping_transfers(trace_path):

@@ -24,21 +24,18 @@ import os
 import shutil
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from checked_run import checked_run  # noqa: E402
 from machine_info import cpu_name, git_commit  # noqa: E402
 
 
 def run(argv):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit("zero_buckets: %s failed:\n%s" % (" ".join(argv), proc.stderr[-2000:]))
-    return proc
+    return checked_run(argv, "zero_buckets")
 
 
 def repeat_batch(src, dst, times):
