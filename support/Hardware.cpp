@@ -241,6 +241,19 @@ llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardwa
   return llvm::Error::success();
 }
 
+/// The seconds on the line through `lo` and `hi` at `x`.
+double pointsLine(std::pair<double, double> lo, std::pair<double, double> hi, double x) {
+  return lo.second + (x - lo.first) / (hi.first - lo.first) * (hi.second - lo.second);
+}
+
+/// The seconds at `x` linear between the measured points around it; `x`
+/// lies strictly inside their range.
+double betweenPoints(const KernelTimePoints &points, double x) {
+  auto hi = std::find_if(points.begin(), points.end(),
+                         [&](const auto &p) { return p.first >= x; });
+  return pointsLine(*(hi - 1), *hi, x);
+}
+
 unsigned share(unsigned ranks, unsigned limit) {
   return std::max(1u, std::min(std::max(ranks, 1u), limit));
 }
@@ -256,16 +269,11 @@ double Hardware::kernelSeconds(double flops, double bytes, bool half, bool produ
 }
 double Hardware::measuredProductSeconds(double flops) const {
   const KernelTimePoints &points = productTimes;
-  auto between = [&](std::pair<double, double> lo, std::pair<double, double> hi) {
-    return lo.second + (flops - lo.first) / (hi.first - lo.first) * (hi.second - lo.second);
-  };
   if (flops <= points.front().first)
-    return between({0.0, gemmLaunchSeconds}, points.front());
+    return pointsLine({0.0, gemmLaunchSeconds}, points.front(), flops);
   if (flops >= points.back().first)
     return points.back().second + (flops - points.back().first) / gpuFlopsFp32;
-  auto hi = std::find_if(points.begin(), points.end(),
-                         [&](const auto &p) { return p.first >= flops; });
-  return between(*(hi - 1), *hi);
+  return betweenPoints(points, flops);
 }
 llvm::Optional<double> Hardware::measuredKernelSeconds(llvm::StringRef op,
                                                       double elements) const {
@@ -281,18 +289,9 @@ llvm::Optional<double> Hardware::measuredKernelSeconds(llvm::StringRef op,
   auto proportional = [&](const std::pair<double, double> &p) {
     return p.second * elements / p.first;
   };
-  double seconds;
-  if (elements <= points.front().first) {
-    seconds = proportional(points.front());
-  } else if (elements >= points.back().first) {
-    seconds = proportional(points.back());
-  } else {
-    auto hi = std::find_if(points.begin(), points.end(),
-                           [&](const auto &p) { return p.first >= elements; });
-    auto lo = hi - 1;
-    double t = (elements - lo->first) / (hi->first - lo->first);
-    seconds = lo->second + t * (hi->second - lo->second);
-  }
+  double seconds = elements <= points.front().first  ? proportional(points.front())
+                   : elements >= points.back().first ? proportional(points.back())
+                                                     : betweenPoints(points, elements);
   return kernelLaunchSeconds + seconds;
 }
 
