@@ -4,6 +4,16 @@
 
 namespace zinc {
 
+// Standard error is unbuffered, so each `<<` is its own write(2). Under
+// mpirun every rank shares one pipe, and piecewise writes from two ranks
+// interleave mid-line. One write per diagnostic line is atomic on a pipe
+// (well under PIPE_BUF), so each rank's line arrives whole.
+static void writeWholeLine(llvm::StringRef tool, llvm::StringRef kind,
+                           const llvm::Twine &msg) {
+  std::string line = (tool + ": " + kind + ": " + msg + "\n").str();
+  llvm::errs() << line;
+}
+
 llvm::Error addContext(llvm::Error err, const llvm::Twine &context) {
   if (!err)
     return err;
@@ -13,12 +23,16 @@ llvm::Error addContext(llvm::Error err, const llvm::Twine &context) {
 
 void printError(llvm::StringRef tool, llvm::Error err) {
   llvm::handleAllErrors(std::move(err), [&](const llvm::ErrorInfoBase &e) {
-    llvm::errs() << tool << ": error: " << e.message() << "\n";
+    writeWholeLine(tool, "error", e.message());
   });
 }
 
 void printWarning(llvm::StringRef tool, const llvm::Twine &msg) {
-  llvm::errs() << tool << ": warning: " << msg << "\n";
+  writeWholeLine(tool, "warning", msg);
+}
+
+void printNote(llvm::StringRef tool, const llvm::Twine &msg) {
+  writeWholeLine(tool, "note", msg);
 }
 
 } // namespace zinc

@@ -345,7 +345,7 @@ static Error compile() {
   else
     return zinc::makeError("--activation-checkpointing must be auto, none or every-layer, not '" +
                            activationCheckpointing + "'");
-  ctx.note = [](const Twine &msg) { errs() << tool << ": note: " << msg << "\n"; };
+  ctx.note = [](const Twine &msg) { zinc::printNote(tool, msg); };
   zinc::passes::PassManager pm(ctx);
   pm.setVerifyEach(verifyEach);
   if (auto err = zinc::passes::applyPassManagerCLOptions(pm))

@@ -296,7 +296,7 @@ static int toolMain(int argc, char **argv) {
   bool noting = !comm || comm->rank() == 0;
   opts.note = [noting](StringRef msg) {
     if (noting)
-      errs() << tool << ": note: " << msg << "\n";
+      zinc::printNote(tool, msg);
   };
   // ZINC_SERIAL=1: every instruction in plan order on one thread, the
   // reference the per-stream workers must match (debugging).

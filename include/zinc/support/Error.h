@@ -21,10 +21,14 @@ inline llvm::Error makeError(const llvm::Twine &msg) {
 /// Prefixes the message of `err` with `context + ": "` (a file, a node).
 llvm::Error addContext(llvm::Error err, const llvm::Twine &context);
 
+/// These print each diagnostic with a single write, so lines from ranks
+/// sharing one stderr pipe never interleave.
 /// Prints "<tool>: error: <message>" for each error in `err` to stderr.
 void printError(llvm::StringRef tool, llvm::Error err);
 /// Prints "<tool>: warning: <message>" to stderr.
 void printWarning(llvm::StringRef tool, const llvm::Twine &msg);
+/// Prints "<tool>: note: <message>" to stderr.
+void printNote(llvm::StringRef tool, const llvm::Twine &msg);
 
 } // namespace zinc
 
