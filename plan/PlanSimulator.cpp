@@ -1,8 +1,10 @@
 //===- PlanSimulator.cpp - Cost model and discrete-event simulation -------===//
 #include "zinc/plan/PlanSimulator.h"
+#include "zinc/plan/NvmeWriteBehind.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/MatMulGeometry.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -63,6 +65,43 @@ public:
                               isHalf(inst), isMatrixProductOp(inst.op()));
     }
     }
+  }
+
+  /// A write to the NVMe tier that signals nothing: the lane holds it back
+  /// and writes it in a batch (NvmeWriteBehind.h). The runtime's rule also
+  /// checks that no other stream can observe the delay; in the plans the
+  /// compiler emits every such write-back passes it.
+  bool heldBack(const Instruction &inst) const {
+    return inst.stream() == STREAM_NVME && isTransfer(inst) && inst.signal_events_size() == 0 &&
+           valid(inst.inputs(0)) && tierOf(nvmeSide(inst)) == TIER_NVME &&
+           tierOf(inst.inputs(0)) != TIER_NVME;
+  }
+  /// The tensor of an NVMe copy that lies in the tier: a read's source, a
+  /// write's destination (CopyInto's second input, Copy's output).
+  int nvmeSide(const Instruction &inst) const {
+    if (inst.inputs_size() && tierOf(inst.inputs(0)) == TIER_NVME)
+      return inst.inputs(0);
+    if (inst.op() == "CopyInto")
+      return inst.inputs_size() > 1 ? inst.inputs(1) : -1;
+    return inst.outputs_size() ? inst.outputs(0) : -1;
+  }
+  /// The other tensor of an NVMe copy: a read's destination, a write's
+  /// source.
+  int hostSide(const Instruction &inst) const {
+    int tierSide = nvmeSide(inst);
+    if (!inst.inputs_size())
+      return -1;
+    if (inst.inputs(0) != tierSide)
+      return inst.inputs(0);
+    if (inst.op() == "CopyInto")
+      return inst.inputs_size() > 1 ? inst.inputs(1) : -1;
+    return inst.outputs_size() ? inst.outputs(0) : -1;
+  }
+  double nvmeWriteSeconds(uint64_t moved) const { return moved / hw.nvmeWritePerRank(ranks); }
+  /// What a request to an idle tier pays beyond its bytes.
+  double nvmeLatency(const Instruction &inst) const {
+    bool read = tierOf(inst.inputs_size() ? inst.inputs(0) : -1) == TIER_NVME;
+    return read ? hw.nvmeReadLatencySeconds : hw.nvmeWriteLatencySeconds;
   }
 
 private:
@@ -127,16 +166,69 @@ private:
   unsigned ranks;
 };
 
-} // namespace
-
-llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
-                                        CostModel model) {
+/// One pass over the plan. `stolen[i]`, for a compute instruction, is the
+/// time other streams' work on the same cores takes from it (empty: none).
+llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, CostModel model,
+                                        const std::vector<double> &stolen) {
   Prediction out;
   out.timeline.resize(plan.instructions_size());
   CostModelOf costs(plan, hw);
   std::array<double, kNumStreams> streamFree{};
   std::vector<double> signalled(plan.num_events(), 0.0);
   std::vector<bool> everSignalled(plan.num_events(), false);
+  // The NVMe lane's held-back writes (NvmeWriteBehind.h), waiting to go out
+  // as one batch: at kNvmeWriteBehindBytes, before a lane copy that touches
+  // their sectors, and at the step's end. The instruction-count model keeps
+  // plan order, for tests of the simulation itself.
+  struct HeldWrites {
+    std::vector<int> instructions;
+    uint64_t bytes = 0;
+    double ready = 0; // the last one's waits met
+  } held;
+  const bool holdWrites = model == CostModel::Hardware;
+  // The lane reaches its copies in plan order: none starts before the
+  // previous one's waits were met, held back or not.
+  double laneReached = 0;
+  // Whether a copy starting at `start` finds the tier idle (its latency
+  // then shows).
+  bool laneUsed = false;
+  auto laneIdleAt = [&](double start) { return !laneUsed || start > streamFree[STREAM_NVME]; };
+  auto release = [&] {
+    if (held.instructions.empty())
+      return;
+    double start = std::max(streamFree[STREAM_NVME], held.ready);
+    double cost = costs.nvmeWriteSeconds(held.bytes);
+    if (laneIdleAt(start))
+      cost += hw.nvmeWriteLatencySeconds; // a lone burst
+    laneUsed = true;
+    for (int j : held.instructions) {
+      out.timeline[j].start = start;
+      out.timeline[j].end = start + cost;
+    }
+    streamFree[STREAM_NVME] = start + cost;
+    out.busySeconds[STREAM_NVME] += cost;
+    out.stepSeconds = std::max(out.stepSeconds, start + cost);
+    held = HeldWrites{};
+  };
+  // Whether the lane must write the held batch before `inst`: it touches
+  // their sectors, or fills host bytes they read (the runtime's rule,
+  // nvmeCopiesConflict), or is no copy of the tier at all.
+  auto mustFollowHeld = [&](const Instruction &inst) {
+    int tierSide = costs.nvmeSide(inst), hostSide = costs.hostSide(inst);
+    if (tierSide < 0 || hostSide < 0 || plan.tensors(tierSide).tier() != TIER_NVME)
+      return true;
+    auto overlap = [&](int a, int b) {
+      const Tensor &x = plan.tensors(a), &y = plan.tensors(b);
+      return x.tier() == y.tier() && x.offset() < y.offset() + y.size_bytes() &&
+             y.offset() < x.offset() + x.size_bytes();
+    };
+    bool fillsHost = plan.tensors(hostSide).tier() != TIER_NVME && tierSide == inst.inputs(0);
+    return llvm::any_of(held.instructions, [&](int j) {
+      const Instruction &w = plan.instructions(j);
+      return overlap(tierSide, costs.nvmeSide(w)) ||
+             (fillsHost && overlap(hostSide, costs.hostSide(w)));
+    });
+  };
   // Plan order is a valid sequential order (every event is signalled before
   // it is waited on), so one pass in plan order places each instruction at
   // the earliest time its stream and its events allow: exactly what the
@@ -147,7 +239,24 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
     if (stream >= kNumStreams)
       return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
                        "') is on unknown stream " + llvm::Twine(stream));
-    double start = streamFree[stream];
+    for (const auto *ids : {&inst.inputs(), &inst.outputs()})
+      for (int id : *ids)
+        if (id < -1 || id >= plan.tensors_size())
+          return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
+                           "') names tensor " + llvm::Twine(id) + " of " +
+                           llvm::Twine(plan.tensors_size()));
+    bool hold = false;
+    if (holdWrites && stream == STREAM_NVME) {
+      if (!held.instructions.empty() && mustFollowHeld(inst))
+        release();
+      hold = costs.heldBack(inst);
+    }
+    // A held-back write waits for its events, not for the lane's earlier
+    // copies to finish.
+    double arrival = hold ? laneReached : streamFree[stream];
+    if (stream == STREAM_NVME)
+      arrival = std::max(arrival, laneReached);
+    double start = arrival;
     double eventWait = model == CostModel::InstructionCount ? 0 : hw.eventWaitSeconds;
     for (uint32_t e : inst.wait_events()) {
       if (e >= signalled.size())
@@ -160,19 +269,33 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
                          ", which no instruction before it signals");
       // A stream that reaches the wait before the signal blocks, and pays
       // its wake-up; one that arrives later finds the event set.
-      if (signalled[e] > streamFree[stream])
+      if (signalled[e] > arrival)
         start = std::max(start, signalled[e] + eventWait);
     }
-    for (const auto *ids : {&inst.inputs(), &inst.outputs()})
-      for (int id : *ids)
-        if (id < -1 || id >= plan.tensors_size())
-          return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
-                           "') names tensor " + llvm::Twine(id) + " of " +
-                           llvm::Twine(plan.tensors_size()));
     PredictedInstruction &p = out.timeline[i];
     p.bytes = costs.bytes(inst);
     p.flops = inst.flops();
+    if (stream == STREAM_NVME)
+      laneReached = start;
+    if (hold) {
+      // Placed when its batch goes out (release).
+      held.instructions.push_back(i);
+      held.bytes += p.bytes;
+      held.ready = std::max(held.ready, start);
+      if (held.bytes >= kNvmeWriteBehindBytes)
+        release();
+      continue;
+    }
     double cost = model == CostModel::InstructionCount ? 1e-6 : costs.seconds(inst, p.bytes);
+    if (!stolen.empty())
+      cost += stolen[i];
+    // A copy that finds the tier idle pays the device's latency; one queued
+    // behind others has it hidden.
+    if (model == CostModel::Hardware && stream == STREAM_NVME) {
+      if (laneIdleAt(start))
+        cost += costs.nvmeLatency(inst);
+      laneUsed = true;
+    }
     p.start = start;
     p.end = start + cost;
     streamFree[stream] = p.end;
@@ -187,12 +310,72 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
     }
     out.stepSeconds = std::max(out.stepSeconds, p.end);
   }
+  release();
   for (unsigned s = 0; s < kNumStreams; ++s)
     if (out.busySeconds[s] > out.lowerBoundSeconds) {
       out.lowerBoundSeconds = out.busySeconds[s];
       out.bottleneck = static_cast<Stream>(s);
     }
   return out;
+}
+
+/// Streams whose work runs on the cores compute runs on when the machine
+/// has no copy engines (the cpu backend's copy, update and collective
+/// threads). The NVMe lane mostly waits on the device: left out.
+bool sharesComputeCores(Stream s) {
+  return s == STREAM_H2D || s == STREAM_D2H || s == STREAM_HOST || s == STREAM_COLLECTIVE;
+}
+
+/// What each compute instruction loses, in `pred`, to work of the streams
+/// that share its cores: compute's team holds every core, so another
+/// thread that runs preempts one of the team, and the rest of the team
+/// waits for it at the kernel's end. Each such instruction's time is
+/// charged to the compute instructions it overlaps, in proportion, and the
+/// one it starts in pays the preemption (Hardware::preemptionSeconds).
+std::vector<double> stolenFromCompute(const Plan &plan, const Hardware &hw,
+                                      const Prediction &pred) {
+  std::vector<int> compute;
+  for (int i = 0; i < plan.instructions_size(); ++i)
+    if (plan.instructions(i).stream() == STREAM_COMPUTE)
+      compute.push_back(i); // in time order: one stream runs in plan order
+  std::vector<double> stolen(plan.instructions_size(), 0.0);
+  for (int j = 0; j < plan.instructions_size(); ++j) {
+    const PredictedInstruction &other = pred.timeline[j];
+    double length = other.end - other.start;
+    if (!sharesComputeCores(plan.instructions(j).stream()) || length <= 0)
+      continue;
+    auto first = std::lower_bound(compute.begin(), compute.end(), other.start,
+                                  [&](int c, double t) { return pred.timeline[c].end <= t; });
+    // The compute instruction it starts in also pays the preemption.
+    if (first != compute.end() && pred.timeline[*first].start <= other.start)
+      stolen[*first] += hw.preemptionSeconds;
+    for (auto c = first; c != compute.end() && pred.timeline[*c].start < other.end; ++c) {
+      double overlap = std::min(other.end, pred.timeline[*c].end) -
+                       std::max(other.start, pred.timeline[*c].start);
+      if (overlap > 0)
+        stolen[*c] += overlap;
+    }
+  }
+  return stolen;
+}
+
+} // namespace
+
+llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
+                                        CostModel model) {
+  auto pred = simulateOnce(plan, hw, model, {});
+  if (!pred || model != CostModel::Hardware || hw.copyEngines)
+    return pred;
+  // Where copies share compute's cores, what compute loses depends on what
+  // overlaps it, which depends on how long compute takes: a few rounds
+  // from the timeline without sharing settle it.
+  for (int round = 0; round < 3; ++round) {
+    auto next = simulateOnce(plan, hw, model, stolenFromCompute(plan, hw, *pred));
+    if (!next)
+      return next;
+    pred = std::move(next);
+  }
+  return pred;
 }
 
 llvm::Expected<Hardware> planHardware(const Plan &plan) {

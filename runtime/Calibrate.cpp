@@ -22,11 +22,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The shortest of `runs` timings of `body`, after one warm-up run.
-template <typename F> double bestSeconds(int runs, F body) {
+/// The shortest timing of `body` over at least `runs` runs and `seconds`
+/// of running, after one warm-up run. A neighbour on a shared VM can slow
+/// every run of a short burst (one calibration saw a 1024^3 GEMM at half
+/// its rate in all three of its runs); a longer window outlasts it.
+template <typename F> double bestSeconds(int runs, double seconds, F body) {
   body();
   double best = 1e30;
-  for (int i = 0; i < runs; ++i) {
+  auto begin = Clock::now();
+  for (int i = 0;
+       i < runs || std::chrono::duration<double>(Clock::now() - begin).count() < seconds; ++i) {
     auto start = Clock::now();
     body();
     best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
@@ -39,7 +44,7 @@ double gemmFlops(bool team) {
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
   auto g = cpu::GemmArgs<float>::make(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n,
                                       0.0f, c.data(), n);
-  double s = bestSeconds(3, [&] { team ? cpu::teamGemm(g) : cpu::gemmOnThisThread(g); });
+  double s = bestSeconds(3, 0.4, [&] { team ? cpu::teamGemm(g) : cpu::gemmOnThisThread(g); });
   return 2.0 * n * n * n / s;
 }
 
@@ -47,7 +52,7 @@ double triadBandwidth() {
   const int64_t n = 16 << 20; // 64 MiB a array
   std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
   float scalar = 3.0f;
-  double s = bestSeconds(5, [&] {
+  double s = bestSeconds(5, 0.25, [&] {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
       a[i] = b[i] + scalar * c[i];
@@ -59,7 +64,7 @@ double copyBandwidth() {
   const size_t bytes = 64 << 20;
   std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
   uint64_t seen = 0;
-  double s = bestSeconds(5, [&] {
+  double s = bestSeconds(5, 0.25, [&] {
     std::memcpy(dst.data(), src.data(), bytes);
     // Read back, so the copy is observable and cannot be elided.
     seen += dst[bytes / 2];
@@ -77,7 +82,7 @@ double adamRate() {
   buffers.grad = g.data();
   optim::AdamConstants constants =
       optim::makeAdamConstants(true, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, nullptr);
-  double s = bestSeconds(3, [&] { optim::cpuAdam(constants, buffers, n); });
+  double s = bestSeconds(3, 0.25, [&] { optim::cpuAdam(constants, buffers, n); });
   return n / s;
 }
 
@@ -159,6 +164,46 @@ llvm::Expected<ExecutorCosts> executorCosts() {
   costs.dispatch = *alone / (2 * pairs);
   costs.wait = std::max(0.0, *turns / (2 * pairs) - costs.dispatch);
   return costs;
+}
+
+/// What compute loses each time an instruction of another stream runs on
+/// its cores, beyond that instruction's own time: a plan of team products
+/// alone against the same with a tiny h2d copy woken by each product,
+/// which compute never waits for. Runs of the two alternate, so drift hits
+/// both alike; the median of nine paired differences.
+llvm::Expected<double> preemptionSeconds() {
+  const unsigned products = 200;
+  auto build = [&](bool copies) {
+    plan::PlanBuilder b;
+    int a = b.tensor("a", {128, 256}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+    int w = b.tensor("w", {256, 256}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+    int c = b.tensor("c", {128, 256});
+    int host = b.tensor("host", {16}, plan::TIER_CPU, 1, plan::ROLE_INPUT);
+    int fetched = b.tensor("fetched", {16});
+    for (unsigned i = 0; i < products; ++i) {
+      if (!copies) {
+        b.add("product" + std::to_string(i), "MatMul", {a, w}, {c});
+        continue;
+      }
+      b.add("product" + std::to_string(i), "MatMul", {a, w}, {c}, plan::STREAM_COMPUTE, {},
+            {i});
+      b.add("copy" + std::to_string(i), "Copy", {host}, {fetched}, plan::STREAM_H2D, {i}, {});
+    }
+    return b.finish();
+  };
+  plan::Plan alone = build(false), beside = build(true);
+  std::vector<double> differences;
+  for (int i = 0; i < 9; ++i) {
+    auto a = stepSeconds(alone);
+    if (!a)
+      return a.takeError();
+    auto b = stepSeconds(beside);
+    if (!b)
+      return b.takeError();
+    differences.push_back(*b - *a);
+  }
+  std::nth_element(differences.begin(), differences.begin() + 4, differences.end());
+  return std::max(0.0, differences[4] / products);
 }
 
 /// What one executor MatMul of [m, k] x [k, n] takes beyond the dispatch
@@ -336,6 +381,32 @@ llvm::Error measureNvme(const CalibrateOptions &o, Hardware &hw) {
   }
   hw.nvmeWriteBandwidth = o.nvmeBytes / write;
   hw.nvmeReadBandwidth = o.nvmeBytes / read;
+  // A lone request of one block, the device otherwise idle: what it takes
+  // beyond its bytes at the sequential rate is the latency a queue hides.
+  // The median of nine, at offsets spread over the file.
+  const uint64_t lone = std::min<uint64_t>(o.nvmeBlockBytes, o.nvmeBytes);
+  auto latency = [&](storage::IoKind kind, double bandwidth) -> llvm::Expected<double> {
+    std::vector<double> times;
+    for (uint64_t i = 0; i < 9; ++i) {
+      uint64_t offset = (i * 7 % 9) * (o.nvmeBytes / 9) / lone * lone;
+      auto start = Clock::now();
+      if (auto err = (*tier)->transfer({kind, offset, buffer->data(), lone}))
+        return err;
+      times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      // Let the device settle, so the next request finds it idle.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    std::nth_element(times.begin(), times.begin() + 4, times.end());
+    return std::max(0.0, times[4] - lone / bandwidth);
+  };
+  auto writeLatency = latency(storage::IoKind::Write, hw.nvmeWriteBandwidth);
+  if (!writeLatency)
+    return writeLatency.takeError();
+  auto readLatency = latency(storage::IoKind::Read, hw.nvmeReadBandwidth);
+  if (!readLatency)
+    return readLatency.takeError();
+  hw.nvmeWriteLatencySeconds = *writeLatency;
+  hw.nvmeReadLatencySeconds = *readLatency;
   return llvm::Error::success();
 }
 
@@ -375,8 +446,14 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
     say(llvm::formatv("product_seconds at {0:e2} FLOPs", flops).str().c_str(), flops / seconds,
         "FLOP/s (the executor's MatMul)");
   hw.eventWaitSeconds = executor->wait;
+  auto preemption = preemptionSeconds();
+  if (!preemption)
+    return addContext(preemption.takeError(), "--calibrate: timing preemption");
+  hw.preemptionSeconds = *preemption;
   say("event_wait_seconds", hw.eventWaitSeconds,
       "s (the executor's compute and h2d streams taking turns, beyond dispatch)");
+  say("preemption_seconds", hw.preemptionSeconds,
+      "s (what team products lose to each tiny h2d copy woken beside them)");
   if (auto err = measureKernels(hw))
     return err;
   for (const auto &[op, points] : hw.kernelTimes)
@@ -387,6 +464,10 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
       return err;
     say("nvme_read_bandwidth", hw.nvmeReadBandwidth, "bytes/s (the NVMe tier, sequential)");
     say("nvme_write_bandwidth", hw.nvmeWriteBandwidth, "bytes/s (the NVMe tier, sequential)");
+    say("nvme_read_latency_seconds", hw.nvmeReadLatencySeconds,
+        "s (a lone 1-block read beyond its bytes at the sequential rate)");
+    say("nvme_write_latency_seconds", hw.nvmeWriteLatencySeconds,
+        "s (a lone 1-block write beyond its bytes at the sequential rate)");
   } else if (o.progress) {
     o.progress("NVMe not measured (no --nvme-dir): its rates stay the cpu preset's");
   }

@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "ExecutorImpl.h"
 #include "NvmeCopyRanges.h"
+#include "zinc/plan/NvmeWriteBehind.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include <deque>
@@ -42,8 +43,9 @@ constexpr size_t kMaxInFlightGroups = 256;
 /// for the whole request.
 constexpr uint64_t kMaxGroupBytes = 16ull << 20;
 /// Held-back writes (nvmeWriteBehind) go out once this many bytes wait:
-/// bursts long enough that the device's latency no longer shows.
-constexpr uint64_t kWriteBehindBytes = 64ull << 20;
+/// bursts long enough that the device's latency no longer shows. The cost
+/// model simulates the same batches.
+constexpr uint64_t kWriteBehindBytes = plan::kNvmeWriteBehindBytes;
 
 /// Copies that move as one request: consecutive in the lane, one direction,
 /// adjacent in the tier.

@@ -50,6 +50,11 @@ struct Hardware {
   /// moving compute into a transfer's wait gain what the simulation, which
   /// runs streams side by side, predicts (HoistIntoStalls.h).
   bool copyEngines = false;
+  /// Without copy engines: what compute loses each time an instruction of
+  /// another stream runs on its cores, beyond that instruction's own time
+  /// (the switch, and the team waiting for the thread it lent). Zero in
+  /// the GPU presets.
+  double preemptionSeconds = 0;
   /// One host link (PCIe), each way; `gpusPerHostLink` GPUs share it.
   double hostToDeviceBandwidth = 0;
   double deviceToHostBandwidth = 0;
@@ -59,6 +64,12 @@ struct Hardware {
   double cpuAdamParamsPerSecond = 0;
   double nvmeReadBandwidth = 0;
   double nvmeWriteBandwidth = 0;
+  /// What a request to an idle NVMe tier pays beyond its bytes (the
+  /// device's latency, which a queue of requests hides): a lone burst, such
+  /// as the write-backs the lane holds for the step's end, runs well below
+  /// the sequential rate. Zero in the presets (their transfers are GBs).
+  double nvmeReadLatencySeconds = 0;
+  double nvmeWriteLatencySeconds = 0;
   /// Per GPU: the bus bandwidth of a ring collective and the latency of one
   /// of its steps, within a node and across nodes.
   double intraNodeBandwidth = 0;

@@ -30,6 +30,8 @@ Hardware roundHardware() {
   hw.intraNodeLatency = 1e-6;
   hw.interNodeBandwidth = 10e9;
   hw.interNodeLatency = 10e-6;
+  // A GPU's: transfers run beside compute on engines of their own.
+  hw.copyEngines = true;
   return hw;
 }
 
@@ -199,6 +201,103 @@ TEST(PlanSimulator, HalfPrecisionKernelsUseTensorCoreRates) {
   EXPECT_DOUBLE_EQ(simulate(b.p, roundHardware()).stepSeconds, 1e-3);
 }
 
+// The NVMe lane holds back write-backs that signal nothing and writes them
+// as one batch (NvmeWriteBehind.h): the read after them goes first, and a
+// request that finds the tier idle pays its latency.
+TEST(PlanSimulator, HeldBackWritesGoOutTogetherAfterTheReads) {
+  PlanBuilder b;
+  b.tier(TIER_CPU, 0, 1 << 24);
+  b.tier(TIER_NVME, 0, 1 << 24);
+  int m1 = b.tensor("m1", TIER_CPU, 0, 250000);
+  int m2 = b.tensor("m2", TIER_CPU, 1 << 20, 250000);
+  int r = b.tensor("r", TIER_CPU, 2 << 20, 250000);
+  int m1Nvme = b.tensor("m1.nvme", TIER_NVME, 0, 250000, ROLE_STATE);
+  int m2Nvme = b.tensor("m2.nvme", TIER_NVME, 1 << 20, 250000, ROLE_STATE);
+  int rNvme = b.tensor("r.nvme", TIER_NVME, 2 << 20, 250000, ROLE_STATE);
+  int y = b.tensor("y", TIER_GPU, 0, 1000);
+  b.inst("write m1", "zinc.CopyInto", STREAM_NVME, {m1, m1Nvme}, {});
+  b.inst("write m2", "zinc.CopyInto", STREAM_NVME, {m2, m2Nvme}, {});
+  b.inst("read r", "zinc.Copy", STREAM_NVME, {rNvme}, {r}, {}, {0});
+  b.inst("use r", "Relu", STREAM_COMPUTE, {r}, {y}, {0}).set_flops(1000);
+  Hardware hw = roundHardware();
+  hw.nvmeReadLatencySeconds = 20e-6;
+  hw.nvmeWriteLatencySeconds = 50e-6;
+  Prediction p = simulate(b.p, hw);
+  // The read finds the tier idle: 20 us, then 1 MB at 8 GB/s.
+  EXPECT_DOUBLE_EQ(p.timeline[2].start, 0);
+  EXPECT_NEAR(p.timeline[2].end, 145e-6, 1e-12);
+  EXPECT_NEAR(p.timeline[3].start, 145e-6, 1e-12);
+  // Both writes, 2 MB at 4 GB/s, queued behind the read: no latency.
+  for (int w : {0, 1}) {
+    EXPECT_NEAR(p.timeline[w].start, 145e-6, 1e-12);
+    EXPECT_NEAR(p.timeline[w].end, 645e-6, 1e-12);
+  }
+  EXPECT_NEAR(p.stepSeconds, 645e-6, 1e-12);
+  EXPECT_NEAR(p.busySeconds[STREAM_NVME], 20e-6 + 125e-6 + 500e-6, 1e-12);
+
+  // Counting instructions keeps plan order.
+  Prediction count = simulate(b.p, hw, CostModel::InstructionCount);
+  EXPECT_DOUBLE_EQ(count.timeline[2].start, 2e-6);
+}
+
+// A lane copy that reads the sectors of a held-back write (or fills the host
+// bytes it reads) waits for the batch, as the runtime's lane makes it.
+TEST(PlanSimulator, ACopyTouchingAHeldWriteWaitsForItsBatch) {
+  PlanBuilder b;
+  b.tier(TIER_CPU, 0, 1 << 24);
+  b.tier(TIER_NVME, 0, 1 << 24);
+  int m = b.tensor("m", TIER_CPU, 0, 250000);
+  int other = b.tensor("other", TIER_CPU, 1 << 20, 250000);
+  int mNvme = b.tensor("m.nvme", TIER_NVME, 0, 250000, ROLE_STATE);
+  int oNvme = b.tensor("o.nvme", TIER_NVME, 1 << 20, 250000, ROLE_STATE);
+  b.inst("write m", "zinc.CopyInto", STREAM_NVME, {m, mNvme}, {});
+  b.inst("read m back", "zinc.Copy", STREAM_NVME, {mNvme}, {other}, {}, {0});
+  b.inst("write m again", "zinc.CopyInto", STREAM_NVME, {other, mNvme}, {});
+  b.inst("refill other", "zinc.Copy", STREAM_NVME, {oNvme}, {other}, {}, {1});
+  Hardware hw = roundHardware();
+  hw.nvmeWriteLatencySeconds = 50e-6;
+  Prediction p = simulate(b.p, hw);
+  // The first write goes out alone (50 us + 250 us), then the read.
+  EXPECT_NEAR(p.timeline[0].end, 300e-6, 1e-12);
+  EXPECT_NEAR(p.timeline[1].start, 300e-6, 1e-12);
+  EXPECT_NEAR(p.timeline[1].end, 425e-6, 1e-12);
+  // The refill fills the host bytes the second write reads: after it.
+  EXPECT_NEAR(p.timeline[2].start, 425e-6, 1e-12);
+  EXPECT_NEAR(p.timeline[2].end, 675e-6, 1e-12);
+  EXPECT_NEAR(p.timeline[3].start, 675e-6, 1e-12);
+  EXPECT_NEAR(p.stepSeconds, 800e-6, 1e-12);
+}
+
+// Without copy engines (the cpu backend) copies and updates run on the
+// cores compute's team holds: compute loses the time they overlap it.
+TEST(PlanSimulator, ComputeLosesWhatCopiesOnItsCoresTake) {
+  PlanBuilder b;
+  int x = b.tensor("x", TIER_GPU, 0, 1000);
+  int z = b.tensor("z", TIER_GPU, 4096, 1000);
+  int wHost = b.tensor("w.host", TIER_CPU, 0, 250000, ROLE_PARAMETER);
+  int w = b.tensor("w", TIER_GPU, 8192, 250000);
+  b.inst("mul", "Mul", STREAM_COMPUTE, {x, x}, {z}).set_flops(2e9);
+  b.inst("fetch", "zinc.Copy", STREAM_H2D, {wHost}, {w}, {}, {0});
+  Hardware hw = roundHardware();
+  // With copy engines: 2 ms of compute beside a 1 ms fetch.
+  Prediction engines = simulate(b.p, hw);
+  EXPECT_NEAR(engines.timeline[0].end, 2e-3, 1e-12);
+  hw.copyEngines = false;
+  Prediction shared = simulate(b.p, hw);
+  EXPECT_NEAR(shared.timeline[0].end, 3e-3, 1e-12);
+  EXPECT_NEAR(shared.timeline[1].end, 1e-3, 1e-12);
+  EXPECT_NEAR(shared.stepSeconds, 3e-3, 1e-12);
+  EXPECT_NEAR(shared.busySeconds[STREAM_COMPUTE], 3e-3, 1e-12);
+  // Each instruction that starts while compute runs also costs it the
+  // preemption: the switch, and the team waiting for its lent thread.
+  hw.preemptionSeconds = 50e-6;
+  Prediction preempted = simulate(b.p, hw);
+  EXPECT_NEAR(preempted.timeline[0].end, 3.05e-3, 1e-12);
+  // Counting instructions shares nothing.
+  Prediction count = simulate(b.p, hw, CostModel::InstructionCount);
+  EXPECT_DOUBLE_EQ(count.timeline[0].end, 1e-6);
+}
+
 TEST(PlanSimulator, EventsOutOfRangeAreACorruptPlan) {
   PlanBuilder b;
   int x = b.tensor("x", TIER_GPU, 0, 4);
@@ -312,6 +411,24 @@ TEST(HardwareDescription, MeasuredKernelsRoundTrip) {
   auto back = parseHardwareJson(hardwareToJson(*hw), "round trip");
   ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
   EXPECT_EQ(back->kernelTimes, hw->kernelTimes);
+}
+
+// The fields only a calibration fills (zero in the presets) survive the
+// file --calibrate writes and --hw reads.
+TEST(HardwareDescription, CalibratedLatenciesRoundTrip) {
+  Hardware hw = roundHardware();
+  hw.preemptionSeconds = 9e-6;
+  hw.nvmeReadLatencySeconds = 30e-6;
+  hw.nvmeWriteLatencySeconds = 150e-6;
+  auto back = parseHardwareJson(hardwareToJson(hw), "round trip");
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_DOUBLE_EQ(back->preemptionSeconds, 9e-6);
+  EXPECT_DOUBLE_EQ(back->nvmeReadLatencySeconds, 30e-6);
+  EXPECT_DOUBLE_EQ(back->nvmeWriteLatencySeconds, 150e-6);
+  auto negative = parseHardwareJson(R"({"preemption_seconds": -1})", "hw.json");
+  ASSERT_FALSE(static_cast<bool>(negative));
+  EXPECT_EQ(llvm::toString(negative.takeError()),
+            "hw.json: preemption_seconds must be a number of seconds >= 0");
 }
 
 TEST(HardwareDescription, JsonRoundTripsAndPresetsLoad) {
