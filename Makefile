@@ -110,10 +110,14 @@ bench-offload: build
 	/usr/bin/python3 bench/offload_nvme.py --build-dir $(BUILD)
 
 # The cost model against the machine: --calibrate, then the GPT example's
-# offload plan predicted vs measured (bench/predicted_step.py).
+# offload plan predicted vs measured (bench/predicted_step.py), the bundled
+# example and a 27.4M-parameter nanoGPT.
 .PHONY: bench-predicted
 bench-predicted: build
 	/usr/bin/python3 bench/predicted_step.py --build-dir $(BUILD)
+	/usr/bin/python3 bench/predicted_step.py --build-dir $(BUILD) --nanogpt gpt-25m \
+	  --dir /var/tmp/zinc-predicted-25m --reps 3 --warmup 1 --steps 3 \
+	  --out bench/results/predicted_step-gpt-25m.json
 
 # ZeRO stages 1 and 2 over 2 MPI ranks: collectives in the buckets the cost
 # model chooses against one tensor each, same losses (bench/zero_buckets.py).

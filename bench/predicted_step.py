@@ -16,9 +16,16 @@ prediction within 25% of the measurement. One repetition also writes a
 --trace, and the script reports whether its transfers overlap compute (some
 h2d or nvme instruction running while a compute instruction runs).
 
+The bundled example is small (1.35 MiB of weights, a step of a few ms): its
+step is mostly per-instruction overhead (thread hand-offs, preemption, the
+NVMe lane's latency), the hardest part of a CPU to predict. --nanogpt
+gpt-25m runs the same plan family on bench/nanogpt.py's 27.4M-parameter GPT
+(batch 8 x seq 256, exported as users export it, a step of ~2 s), where
+compute dominates as in the models zinc is for.
+
 Run: /usr/bin/python3 bench/predicted_step.py --build-dir build [--dir /var/tmp/zinc-predicted]
        [--model examples/gpt/gpt.onnx] [--data examples/gpt/data.safetensors]
-       [--reps 5 --warmup 5 --steps 30]
+       [--nanogpt gpt-25m] [--reps 5 --warmup 5 --steps 30]
 """
 
 import argparse
@@ -67,6 +74,9 @@ def main(argv=None):
     ap.add_argument("--data", default=os.path.join(ROOT, "examples", "gpt", "data.safetensors"))
     ap.add_argument("--flags", default="--offload-optimizer=nvme --offload-params=cpu",
                     help="zinc-compile flags of the plan")
+    ap.add_argument("--nanogpt", help="instead of --model/--data: export this bench/nanogpt.py "
+                    "model (e.g. gpt-25m) and its batches into --dir and compile it at its "
+                    "batch and sequence length")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=30)
@@ -77,13 +87,22 @@ def main(argv=None):
     nvme = os.path.join(args.dir, "nvme")
     os.makedirs(nvme)
     hw = os.path.join(args.dir, "hw.json")
+    flags = args.flags.split()
+    if args.nanogpt:
+        import nanogpt
+        import train_nanogpt
+        c = nanogpt.CONFIGS[args.nanogpt]
+        args.model, args.data, _ = train_nanogpt.prepare(args.nanogpt, args.dir,
+                                                         args.warmup + args.steps)
+        flags += ["--dim", "batch=%d" % c.batch, "--dim", "seq=%d" % c.seq,
+                  "--optimizer=adamw", "--lr=%g" % train_nanogpt.LR]
     calibration = run([os.path.join(tools, "zinc-run"), "--calibrate", "--nvme-dir=" + nvme])
     with open(hw, "w") as f:
         f.write(calibration.stdout)
     plan = os.path.join(args.dir, "plan.zplan")
     report = os.path.join(args.dir, "report.json")
     compiled = run([os.path.join(tools, "zinc-compile"), args.model, "-o", plan, "--hw=" + hw,
-                    "--report=" + report] + args.flags.split())
+                    "--report=" + report] + flags)
     placement = [line.split("note: ", 1)[1] for line in compiled.stderr.splitlines()
                  if "note: placement:" in line]
     with open(report) as f:
@@ -106,8 +125,8 @@ def main(argv=None):
     overlapped = overlapping_transfers(os.path.join(args.dir, "trace.json"))
     ratio = measured / predicted["step_seconds"]
     out = {"benchmark": "predicted_step", "date": datetime.datetime.now().isoformat(),
-           "machine": cpu_name(), "commit": git_commit(), "model": os.path.relpath(args.model, ROOT),
-           "flags": args.flags, "placement": placement[0] if placement else None,
+           "machine": cpu_name(), "commit": git_commit(), "model": args.nanogpt or os.path.relpath(args.model, ROOT),
+           "flags": " ".join(flags), "placement": placement[0] if placement else None,
            "calibration": json.loads(calibration.stdout),
            "calibration_log": calibration.stderr.splitlines(), "predicted": predicted,
            "measured_step_seconds": measured, "measured_over_predicted": ratio,
