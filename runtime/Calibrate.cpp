@@ -97,8 +97,11 @@ struct ExecutorCosts {
   double wait = 0;
 };
 
-/// The median seconds of a step of `p` over 7 steps after a warm-up one.
-llvm::Expected<double> stepSeconds(plan::Plan p) {
+/// The median seconds of a step of `p` after a warm-up one, over 7 steps
+/// and at least `window` seconds of them: a step of a few hundred
+/// microseconds is shorter than a neighbour's hiccup on a shared VM, so
+/// short plans run more steps.
+llvm::Expected<double> stepSeconds(plan::Plan p, double window = 0) {
   auto program = Program::fromPlan(std::move(p));
   if (!program)
     return program.takeError();
@@ -106,12 +109,15 @@ llvm::Expected<double> stepSeconds(plan::Plan p) {
   if (!executor)
     return executor.takeError();
   std::vector<double> times;
-  for (int step = 1; step <= 8; ++step) {
+  double total = 0;
+  for (int step = 1; step <= 8 || (total < window && step <= 4096); ++step) {
     auto result = (*executor)->run(step, /*recordTimings=*/false);
     if (!result)
       return result.takeError();
-    if (step > 1)
+    if (step > 1) {
       times.push_back(result->seconds);
+      total += result->seconds;
+    }
   }
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   return times[times.size() / 2];
@@ -172,7 +178,7 @@ llvm::Expected<ExecutorCosts> executorCosts() {
 /// which compute never waits for. Runs of the two alternate, so drift hits
 /// both alike; the median of nine paired differences.
 llvm::Expected<double> preemptionSeconds() {
-  const unsigned products = 200;
+  const unsigned products = 100;
   auto build = [&](bool copies) {
     plan::PlanBuilder b;
     int a = b.tensor("a", {128, 256}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
@@ -208,7 +214,8 @@ llvm::Expected<double> preemptionSeconds() {
 
 /// What one executor MatMul of [m, k] x [k, n] takes beyond the dispatch
 /// (through the kernel's operand checks, geometry and team split): a plan
-/// of back-to-back instances, about 20 MFLOP of them at least.
+/// of back-to-back instances, about 20 MFLOP of them at least, stepped for
+/// 0.15 s.
 llvm::Expected<double> productSeconds(int64_t m, int64_t k, int64_t n, double dispatch) {
   double flops = 2.0 * m * k * n;
   const unsigned instances =
@@ -219,7 +226,7 @@ llvm::Expected<double> productSeconds(int64_t m, int64_t k, int64_t n, double di
   int c = b.tensor("c", {m, n});
   for (unsigned i = 0; i < instances; ++i)
     b.add("product" + std::to_string(i), "MatMul", {a, w}, {c});
-  auto step = stepSeconds(b.finish());
+  auto step = stepSeconds(b.finish(), /*window=*/0.15);
   if (!step)
     return step.takeError();
   return std::max(0.0, *step / instances - dispatch);
