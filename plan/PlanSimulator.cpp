@@ -4,6 +4,7 @@
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/MatMulGeometry.h"
+#include "llvm/ADT/Optional.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
@@ -68,13 +69,41 @@ public:
   }
 
   /// A write to the NVMe tier that signals nothing: the lane holds it back
-  /// and writes it in a batch (NvmeWriteBehind.h). The runtime's rule also
-  /// checks that no other stream can observe the delay; in the plans the
-  /// compiler emits every such write-back passes it.
+  /// and writes it in a batch (NvmeWriteBehind.h), when it goes straight
+  /// between the tier and the host tensor. The runtime's rule also checks
+  /// that no other stream can observe the delay; in the plans the compiler
+  /// emits every such write-back passes it.
   bool heldBack(const Instruction &inst) const {
-    return inst.stream() == STREAM_NVME && isTransfer(inst) && inst.signal_events_size() == 0 &&
-           valid(inst.inputs(0)) && tierOf(nvmeSide(inst)) == TIER_NVME &&
+    return inst.signal_events_size() == 0 && directNvmeCopy(inst) &&
            tierOf(inst.inputs(0)) != TIER_NVME;
+  }
+  /// An NVMe copy the lane submits straight between the tier and a host
+  /// tensor on a sector boundary (O_DIRECT), beside others; any other copy
+  /// of the lane is staged through its bounce buffer and runs alone.
+  bool directNvmeCopy(const Instruction &inst) const {
+    if (inst.stream() != STREAM_NVME || !isTransfer(inst))
+      return false;
+    int tierSide = nvmeSide(inst), host = hostSide(inst);
+    return tierOf(tierSide) == TIER_NVME && valid(host) && tierOf(host) != TIER_NVME &&
+           sizeOf(host) > 0 && plan.tensors(host).offset() % kSector == 0;
+  }
+  /// The sectors of tensor `id`'s bytes, as the lane moves them: from the
+  /// sector its offset lies in to the sector boundary after its end.
+  /// Nullopt for a range that overflows (a corrupt plan): it conflicts
+  /// with everything.
+  llvm::Optional<std::pair<uint64_t, uint64_t>> sectors(int id) const {
+    const Tensor &t = plan.tensors(id);
+    uint64_t end = t.offset() + t.size_bytes();
+    if (end < t.offset() || end > UINT64_MAX - kSector)
+      return llvm::None;
+    return std::pair{t.offset() / kSector * kSector, (end + kSector - 1) / kSector * kSector};
+  }
+  /// Whether tensors `a` and `b` share a sector of one tier.
+  bool shareSectors(int a, int b) const {
+    if (tierOf(a) != tierOf(b))
+      return false;
+    auto x = sectors(a), y = sectors(b);
+    return !x || !y || (x->first < y->second && y->first < x->second);
   }
   /// The tensor of an NVMe copy that lies in the tier: a read's source, a
   /// write's destination (CopyInto's second input, Copy's output).
@@ -97,6 +126,7 @@ public:
       return inst.inputs_size() > 1 ? inst.inputs(1) : -1;
     return inst.outputs_size() ? inst.outputs(0) : -1;
   }
+  static constexpr uint64_t kSector = 4096;
   double nvmeWriteSeconds(uint64_t moved) const { return moved / hw.nvmeWritePerRank(ranks); }
   /// What a request to an idle tier pays beyond its bytes.
   double nvmeLatency(const Instruction &inst) const {
@@ -210,24 +240,23 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
     out.stepSeconds = std::max(out.stepSeconds, start + cost);
     held = HeldWrites{};
   };
-  // Whether the lane must write the held batch before `inst`: it touches
-  // their sectors, or fills host bytes they read (the runtime's rule,
-  // nvmeCopiesConflict), or is no copy of the tier at all.
+  // Whether the lane must write the held batch before `inst`: a copy it
+  // runs alone (staged) goes after every held write, before even waiting
+  // for its events; a direct one that touches their sectors, or fills host
+  // bytes they read, once its events are met (the runtime's rule,
+  // nvmeCopiesConflict).
+  enum class Follow { No, Alone, Conflict };
   auto mustFollowHeld = [&](const Instruction &inst) {
+    if (!costs.directNvmeCopy(inst))
+      return Follow::Alone;
     int tierSide = costs.nvmeSide(inst), hostSide = costs.hostSide(inst);
-    if (tierSide < 0 || hostSide < 0 || plan.tensors(tierSide).tier() != TIER_NVME)
-      return true;
-    auto overlap = [&](int a, int b) {
-      const Tensor &x = plan.tensors(a), &y = plan.tensors(b);
-      return x.tier() == y.tier() && x.offset() < y.offset() + y.size_bytes() &&
-             y.offset() < x.offset() + x.size_bytes();
-    };
-    bool fillsHost = plan.tensors(hostSide).tier() != TIER_NVME && tierSide == inst.inputs(0);
-    return llvm::any_of(held.instructions, [&](int j) {
+    bool fillsHost = tierSide == inst.inputs(0);
+    bool conflict = llvm::any_of(held.instructions, [&](int j) {
       const Instruction &w = plan.instructions(j);
-      return overlap(tierSide, costs.nvmeSide(w)) ||
-             (fillsHost && overlap(hostSide, costs.hostSide(w)));
+      return costs.shareSectors(tierSide, costs.nvmeSide(w)) ||
+             (fillsHost && costs.shareSectors(hostSide, costs.hostSide(w)));
     });
+    return conflict ? Follow::Conflict : Follow::No;
   };
   // Plan order is a valid sequential order (every event is signalled before
   // it is waited on), so one pass in plan order places each instruction at
@@ -246,8 +275,11 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
                            "') names tensor " + llvm::Twine(id) + " of " +
                            llvm::Twine(plan.tensors_size()));
     bool hold = false;
+    Follow follow = Follow::No;
     if (holdWrites && stream == STREAM_NVME) {
-      if (!held.instructions.empty() && mustFollowHeld(inst))
+      if (!held.instructions.empty())
+        follow = mustFollowHeld(inst);
+      if (follow == Follow::Alone)
         release();
       hold = costs.heldBack(inst);
     }
@@ -271,6 +303,13 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
       // its wake-up; one that arrives later finds the event set.
       if (signalled[e] > arrival)
         start = std::max(start, signalled[e] + eventWait);
+    }
+    if (follow == Follow::Conflict) {
+      // The lane met this copy's events, then writes the batch and waits
+      // for it before submitting the copy.
+      held.ready = std::max(held.ready, start);
+      release();
+      start = std::max(start, streamFree[stream]);
     }
     PredictedInstruction &p = out.timeline[i];
     p.bytes = costs.bytes(inst);

@@ -395,7 +395,7 @@ llvm::Error measureNvme(const CalibrateOptions &o, Hardware &hw) {
   auto latency = [&](storage::IoKind kind, double bandwidth) -> llvm::Expected<double> {
     std::vector<double> times;
     for (uint64_t i = 0; i < 9; ++i) {
-      uint64_t offset = (i * 7 % 9) * (o.nvmeBytes / 9) / lone * lone;
+      uint64_t offset = std::min((i * 7 % 9) * (o.nvmeBytes / 9), o.nvmeBytes - lone) / lone * lone;
       auto start = Clock::now();
       if (auto err = (*tier)->transfer({kind, offset, buffer->data(), lone}))
         return err;

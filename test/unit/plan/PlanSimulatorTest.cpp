@@ -268,6 +268,44 @@ TEST(PlanSimulator, ACopyTouchingAHeldWriteWaitsForItsBatch) {
   EXPECT_NEAR(p.stepSeconds, 800e-6, 1e-12);
 }
 
+// The lane meets a conflicting copy's events before it writes the batch (a
+// batch never goes out early to make room), and a copy staged through the
+// bounce buffer (a host tensor off a sector boundary) is never held and goes
+// after every held write.
+TEST(PlanSimulator, TheBatchWaitsForTheConflictingCopysEventsAndStagedCopiesRunAlone) {
+  PlanBuilder b;
+  b.tier(TIER_CPU, 0, 1 << 24);
+  b.tier(TIER_NVME, 0, 1 << 24);
+  int m = b.tensor("m", TIER_CPU, 0, 250000);
+  int other = b.tensor("other", TIER_CPU, 1 << 20, 250000);
+  int odd = b.tensor("odd", TIER_CPU, (2 << 20) + 512, 250000);
+  int mNvme = b.tensor("m.nvme", TIER_NVME, 0, 250000, ROLE_STATE);
+  int oddNvme = b.tensor("odd.nvme", TIER_NVME, 2 << 20, 250000, ROLE_STATE);
+  int x = b.tensor("x", TIER_GPU, 0, 1000);
+  int y = b.tensor("y", TIER_GPU, 4096, 1000);
+  b.inst("write m", "zinc.CopyInto", STREAM_NVME, {m, mNvme}, {});
+  b.inst("slow", "Relu", STREAM_COMPUTE, {x}, {y}, {}, {0}).set_flops(1e10);
+  b.inst("read m back", "zinc.Copy", STREAM_NVME, {mNvme}, {other}, {0}, {1});
+  b.inst("write odd", "zinc.CopyInto", STREAM_NVME, {odd, oddNvme}, {});
+  b.inst("write m again", "zinc.CopyInto", STREAM_NVME, {other, mNvme}, {});
+  b.inst("write odd again", "zinc.CopyInto", STREAM_NVME, {odd, oddNvme}, {});
+  Prediction p = simulate(b.p, roundHardware());
+  // slow: 10 GFLOP at 1 TFLOP/s. The batch goes out when the read's event
+  // is met, then the read.
+  EXPECT_NEAR(p.timeline[0].start, 10e-3, 1e-12);
+  EXPECT_NEAR(p.timeline[0].end, 10.25e-3, 1e-12);
+  EXPECT_NEAR(p.timeline[2].start, 10.25e-3, 1e-12);
+  EXPECT_NEAR(p.timeline[2].end, 10.375e-3, 1e-12);
+  // The staged write is not held: it runs in plan order.
+  EXPECT_NEAR(p.timeline[3].start, 10.375e-3, 1e-12);
+  EXPECT_NEAR(p.timeline[3].end, 10.625e-3, 1e-12);
+  // The next staged write first sends the held one out.
+  EXPECT_NEAR(p.timeline[4].start, 10.625e-3, 1e-12);
+  EXPECT_NEAR(p.timeline[4].end, 10.875e-3, 1e-12);
+  EXPECT_NEAR(p.timeline[5].start, 10.875e-3, 1e-12);
+  EXPECT_NEAR(p.stepSeconds, 11.125e-3, 1e-12);
+}
+
 // Without copy engines (the cpu backend) copies and updates run on the
 // cores compute's team holds: compute loses the time they overlap it.
 TEST(PlanSimulator, ComputeLosesWhatCopiesOnItsCoresTake) {
