@@ -201,71 +201,80 @@ TEST(PlanSimulator, HalfPrecisionKernelsUseTensorCoreRates) {
   EXPECT_DOUBLE_EQ(simulate(b.p, roundHardware()).stepSeconds, 1e-3);
 }
 
+/// A plan of 1 MB host and NVMe tensors for the NVMe lane's tests.
+struct LanePlan {
+  PlanBuilder b;
+  LanePlan() {
+    b.tier(TIER_CPU, 0, 1 << 24);
+    b.tier(TIER_NVME, 0, 1 << 24);
+  }
+  int host(const std::string &name, uint64_t offset) {
+    return b.tensor(name, TIER_CPU, offset, 250000);
+  }
+  int onNvme(const std::string &name, uint64_t offset) {
+    return b.tensor(name, TIER_NVME, offset, 250000, ROLE_STATE);
+  }
+  void write(const std::string &name, int from, int to) {
+    b.inst(name, "zinc.CopyInto", STREAM_NVME, {from, to}, {});
+  }
+};
+
+/// Instruction `i` of `p` runs over [start, end] (seconds).
+void expectSpan(const Prediction &p, int i, double start, double end) {
+  EXPECT_NEAR(p.timeline[i].start, start, 1e-12) << "instruction " << i;
+  EXPECT_NEAR(p.timeline[i].end, end, 1e-12) << "instruction " << i;
+}
+
 // The NVMe lane holds back write-backs that signal nothing and writes them
 // as one batch (NvmeWriteBehind.h): the read after them goes first, and a
 // request that finds the tier idle pays its latency.
 TEST(PlanSimulator, HeldBackWritesGoOutTogetherAfterTheReads) {
-  PlanBuilder b;
-  b.tier(TIER_CPU, 0, 1 << 24);
-  b.tier(TIER_NVME, 0, 1 << 24);
-  int m1 = b.tensor("m1", TIER_CPU, 0, 250000);
-  int m2 = b.tensor("m2", TIER_CPU, 1 << 20, 250000);
-  int r = b.tensor("r", TIER_CPU, 2 << 20, 250000);
-  int m1Nvme = b.tensor("m1.nvme", TIER_NVME, 0, 250000, ROLE_STATE);
-  int m2Nvme = b.tensor("m2.nvme", TIER_NVME, 1 << 20, 250000, ROLE_STATE);
-  int rNvme = b.tensor("r.nvme", TIER_NVME, 2 << 20, 250000, ROLE_STATE);
-  int y = b.tensor("y", TIER_GPU, 0, 1000);
-  b.inst("write m1", "zinc.CopyInto", STREAM_NVME, {m1, m1Nvme}, {});
-  b.inst("write m2", "zinc.CopyInto", STREAM_NVME, {m2, m2Nvme}, {});
-  b.inst("read r", "zinc.Copy", STREAM_NVME, {rNvme}, {r}, {}, {0});
-  b.inst("use r", "Relu", STREAM_COMPUTE, {r}, {y}, {0}).set_flops(1000);
+  LanePlan lane;
+  int m1 = lane.host("m1", 0), m2 = lane.host("m2", 1 << 20), r = lane.host("r", 2 << 20);
+  int y = lane.b.tensor("y", TIER_GPU, 0, 1000);
+  lane.write("write m1", m1, lane.onNvme("m1.nvme", 0));
+  lane.write("write m2", m2, lane.onNvme("m2.nvme", 1 << 20));
+  lane.b.inst("read r", "zinc.Copy", STREAM_NVME, {lane.onNvme("r.nvme", 2 << 20)}, {r}, {},
+              {0});
+  lane.b.inst("use r", "Relu", STREAM_COMPUTE, {r}, {y}, {0}).set_flops(1000);
   Hardware hw = roundHardware();
   hw.nvmeReadLatencySeconds = 20e-6;
   hw.nvmeWriteLatencySeconds = 50e-6;
-  Prediction p = simulate(b.p, hw);
+  Prediction p = simulate(lane.b.p, hw);
   // The read finds the tier idle: 20 us, then 1 MB at 8 GB/s.
-  EXPECT_DOUBLE_EQ(p.timeline[2].start, 0);
-  EXPECT_NEAR(p.timeline[2].end, 145e-6, 1e-12);
+  expectSpan(p, 2, 0, 145e-6);
   EXPECT_NEAR(p.timeline[3].start, 145e-6, 1e-12);
   // Both writes, 2 MB at 4 GB/s, queued behind the read: no latency.
-  for (int w : {0, 1}) {
-    EXPECT_NEAR(p.timeline[w].start, 145e-6, 1e-12);
-    EXPECT_NEAR(p.timeline[w].end, 645e-6, 1e-12);
-  }
+  expectSpan(p, 0, 145e-6, 645e-6);
+  expectSpan(p, 1, 145e-6, 645e-6);
   EXPECT_NEAR(p.stepSeconds, 645e-6, 1e-12);
   EXPECT_NEAR(p.busySeconds[STREAM_NVME], 20e-6 + 125e-6 + 500e-6, 1e-12);
 
   // Counting instructions keeps plan order.
-  Prediction count = simulate(b.p, hw, CostModel::InstructionCount);
+  Prediction count = simulate(lane.b.p, hw, CostModel::InstructionCount);
   EXPECT_DOUBLE_EQ(count.timeline[2].start, 2e-6);
 }
 
 // A lane copy that reads the sectors of a held-back write (or fills the host
 // bytes it reads) waits for the batch, as the runtime's lane makes it.
 TEST(PlanSimulator, ACopyTouchingAHeldWriteWaitsForItsBatch) {
-  PlanBuilder b;
-  b.tier(TIER_CPU, 0, 1 << 24);
-  b.tier(TIER_NVME, 0, 1 << 24);
-  int m = b.tensor("m", TIER_CPU, 0, 250000);
-  int other = b.tensor("other", TIER_CPU, 1 << 20, 250000);
-  int mNvme = b.tensor("m.nvme", TIER_NVME, 0, 250000, ROLE_STATE);
-  int oNvme = b.tensor("o.nvme", TIER_NVME, 1 << 20, 250000, ROLE_STATE);
-  b.inst("write m", "zinc.CopyInto", STREAM_NVME, {m, mNvme}, {});
-  b.inst("read m back", "zinc.Copy", STREAM_NVME, {mNvme}, {other}, {}, {0});
-  b.inst("write m again", "zinc.CopyInto", STREAM_NVME, {other, mNvme}, {});
-  b.inst("refill other", "zinc.Copy", STREAM_NVME, {oNvme}, {other}, {}, {1});
+  LanePlan lane;
+  int m = lane.host("m", 0), other = lane.host("other", 1 << 20);
+  int mNvme = lane.onNvme("m.nvme", 0);
+  lane.write("write m", m, mNvme);
+  lane.b.inst("read m back", "zinc.Copy", STREAM_NVME, {mNvme}, {other}, {}, {0});
+  lane.write("write m again", other, mNvme);
+  lane.b.inst("refill other", "zinc.Copy", STREAM_NVME, {lane.onNvme("o.nvme", 1 << 20)},
+              {other}, {}, {1});
   Hardware hw = roundHardware();
   hw.nvmeWriteLatencySeconds = 50e-6;
-  Prediction p = simulate(b.p, hw);
+  Prediction p = simulate(lane.b.p, hw);
   // The first write goes out alone (50 us + 250 us), then the read.
-  EXPECT_NEAR(p.timeline[0].end, 300e-6, 1e-12);
-  EXPECT_NEAR(p.timeline[1].start, 300e-6, 1e-12);
-  EXPECT_NEAR(p.timeline[1].end, 425e-6, 1e-12);
+  expectSpan(p, 0, 0, 300e-6);
+  expectSpan(p, 1, 300e-6, 425e-6);
   // The refill fills the host bytes the second write reads: after it.
-  EXPECT_NEAR(p.timeline[2].start, 425e-6, 1e-12);
-  EXPECT_NEAR(p.timeline[2].end, 675e-6, 1e-12);
-  EXPECT_NEAR(p.timeline[3].start, 675e-6, 1e-12);
-  EXPECT_NEAR(p.stepSeconds, 800e-6, 1e-12);
+  expectSpan(p, 2, 425e-6, 675e-6);
+  expectSpan(p, 3, 675e-6, 800e-6);
 }
 
 // The lane meets a conflicting copy's events before it writes the batch (a
@@ -273,37 +282,27 @@ TEST(PlanSimulator, ACopyTouchingAHeldWriteWaitsForItsBatch) {
 // bounce buffer (a host tensor off a sector boundary) is never held and goes
 // after every held write.
 TEST(PlanSimulator, TheBatchWaitsForTheConflictingCopysEventsAndStagedCopiesRunAlone) {
-  PlanBuilder b;
-  b.tier(TIER_CPU, 0, 1 << 24);
-  b.tier(TIER_NVME, 0, 1 << 24);
-  int m = b.tensor("m", TIER_CPU, 0, 250000);
-  int other = b.tensor("other", TIER_CPU, 1 << 20, 250000);
-  int odd = b.tensor("odd", TIER_CPU, (2 << 20) + 512, 250000);
-  int mNvme = b.tensor("m.nvme", TIER_NVME, 0, 250000, ROLE_STATE);
-  int oddNvme = b.tensor("odd.nvme", TIER_NVME, 2 << 20, 250000, ROLE_STATE);
-  int x = b.tensor("x", TIER_GPU, 0, 1000);
-  int y = b.tensor("y", TIER_GPU, 4096, 1000);
-  b.inst("write m", "zinc.CopyInto", STREAM_NVME, {m, mNvme}, {});
-  b.inst("slow", "Relu", STREAM_COMPUTE, {x}, {y}, {}, {0}).set_flops(1e10);
-  b.inst("read m back", "zinc.Copy", STREAM_NVME, {mNvme}, {other}, {0}, {1});
-  b.inst("write odd", "zinc.CopyInto", STREAM_NVME, {odd, oddNvme}, {});
-  b.inst("write m again", "zinc.CopyInto", STREAM_NVME, {other, mNvme}, {});
-  b.inst("write odd again", "zinc.CopyInto", STREAM_NVME, {odd, oddNvme}, {});
-  Prediction p = simulate(b.p, roundHardware());
+  LanePlan lane;
+  int m = lane.host("m", 0), other = lane.host("other", 1 << 20);
+  int odd = lane.host("odd", (2 << 20) + 512);
+  int mNvme = lane.onNvme("m.nvme", 0), oddNvme = lane.onNvme("odd.nvme", 2 << 20);
+  int x = lane.b.tensor("x", TIER_GPU, 0, 1000), y = lane.b.tensor("y", TIER_GPU, 4096, 1000);
+  lane.write("write m", m, mNvme);
+  lane.b.inst("slow", "Relu", STREAM_COMPUTE, {x}, {y}, {}, {0}).set_flops(1e10);
+  lane.b.inst("read m back", "zinc.Copy", STREAM_NVME, {mNvme}, {other}, {0}, {1});
+  lane.write("write odd", odd, oddNvme);
+  lane.write("write m again", other, mNvme);
+  lane.write("write odd again", odd, oddNvme);
+  Prediction p = simulate(lane.b.p, roundHardware());
   // slow: 10 GFLOP at 1 TFLOP/s. The batch goes out when the read's event
   // is met, then the read.
-  EXPECT_NEAR(p.timeline[0].start, 10e-3, 1e-12);
-  EXPECT_NEAR(p.timeline[0].end, 10.25e-3, 1e-12);
-  EXPECT_NEAR(p.timeline[2].start, 10.25e-3, 1e-12);
-  EXPECT_NEAR(p.timeline[2].end, 10.375e-3, 1e-12);
+  expectSpan(p, 0, 10e-3, 10.25e-3);
+  expectSpan(p, 2, 10.25e-3, 10.375e-3);
   // The staged write is not held: it runs in plan order.
-  EXPECT_NEAR(p.timeline[3].start, 10.375e-3, 1e-12);
-  EXPECT_NEAR(p.timeline[3].end, 10.625e-3, 1e-12);
+  expectSpan(p, 3, 10.375e-3, 10.625e-3);
   // The next staged write first sends the held one out.
-  EXPECT_NEAR(p.timeline[4].start, 10.625e-3, 1e-12);
-  EXPECT_NEAR(p.timeline[4].end, 10.875e-3, 1e-12);
-  EXPECT_NEAR(p.timeline[5].start, 10.875e-3, 1e-12);
-  EXPECT_NEAR(p.stepSeconds, 11.125e-3, 1e-12);
+  expectSpan(p, 4, 10.625e-3, 10.875e-3);
+  expectSpan(p, 5, 10.875e-3, 11.125e-3);
 }
 
 // Without copy engines (the cpu backend) copies and updates run on the
