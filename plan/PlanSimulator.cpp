@@ -46,7 +46,7 @@ public:
     case STREAM_D2H:
       return moved / hw.d2hPerRank(ranks);
     case STREAM_NVME: {
-      bool read = inst.inputs_size() && tierOf(inst.inputs(0)) == TIER_NVME;
+      bool read = readsTier(inst);
       return moved / (read ? hw.nvmeReadPerRank(ranks) : hw.nvmeWritePerRank(ranks));
     }
     case STREAM_COLLECTIVE:
@@ -105,36 +105,31 @@ public:
     auto x = sectors(a), y = sectors(b);
     return !x || !y || (x->first < y->second && y->first < x->second);
   }
-  /// The tensor of an NVMe copy that lies in the tier: a read's source, a
-  /// write's destination (CopyInto's second input, Copy's output).
+  /// The tensor of an NVMe copy that lies in the tier (a read's source, a
+  /// write's destination) and the other one, its host side; -1 for none.
   int nvmeSide(const Instruction &inst) const {
-    if (inst.inputs_size() && tierOf(inst.inputs(0)) == TIER_NVME)
-      return inst.inputs(0);
-    if (inst.op() == "CopyInto")
-      return inst.inputs_size() > 1 ? inst.inputs(1) : -1;
-    return inst.outputs_size() ? inst.outputs(0) : -1;
+    return readsTier(inst) ? source(inst) : destination(inst);
   }
-  /// The other tensor of an NVMe copy: a read's destination, a write's
-  /// source.
   int hostSide(const Instruction &inst) const {
-    int tierSide = nvmeSide(inst);
-    if (!inst.inputs_size())
-      return -1;
-    if (inst.inputs(0) != tierSide)
-      return inst.inputs(0);
-    if (inst.op() == "CopyInto")
-      return inst.inputs_size() > 1 ? inst.inputs(1) : -1;
-    return inst.outputs_size() ? inst.outputs(0) : -1;
+    return readsTier(inst) ? destination(inst) : source(inst);
   }
   static constexpr uint64_t kSector = 4096;
   double nvmeWriteSeconds(uint64_t moved) const { return moved / hw.nvmeWritePerRank(ranks); }
   /// What a request to an idle tier pays beyond its bytes.
   double nvmeLatency(const Instruction &inst) const {
-    bool read = tierOf(inst.inputs_size() ? inst.inputs(0) : -1) == TIER_NVME;
-    return read ? hw.nvmeReadLatencySeconds : hw.nvmeWriteLatencySeconds;
+    return readsTier(inst) ? hw.nvmeReadLatencySeconds : hw.nvmeWriteLatencySeconds;
   }
 
 private:
+  /// A copy's source, and its destination (CopyInto's second input, Copy's
+  /// output).
+  static int source(const Instruction &inst) { return inst.inputs_size() ? inst.inputs(0) : -1; }
+  static int destination(const Instruction &inst) {
+    if (inst.op() == "CopyInto")
+      return inst.inputs_size() > 1 ? inst.inputs(1) : -1;
+    return inst.outputs_size() ? inst.outputs(0) : -1;
+  }
+  bool readsTier(const Instruction &inst) const { return tierOf(source(inst)) == TIER_NVME; }
   static bool isTransfer(const Instruction &inst) {
     return inst.domain() == "zinc" && (inst.op() == "Copy" || inst.op() == "CopyInto") &&
            inst.inputs_size() && inst.stream() != STREAM_COMPUTE &&

@@ -22,6 +22,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// The median of `values` (the upper one of an even count).
+double medianOf(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
 /// The shortest timing of `body` over at least `runs` runs and `seconds`
 /// of running, after one warm-up run. A neighbour on a shared VM can slow
 /// every run of a short burst (one calibration saw a 1024^3 GEMM at half
@@ -119,8 +125,7 @@ llvm::Expected<double> stepSeconds(plan::Plan p, double window = 0) {
       total += result->seconds;
     }
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return medianOf(std::move(times));
 }
 
 llvm::Expected<ExecutorCosts> executorCosts() {
@@ -157,8 +162,7 @@ llvm::Expected<ExecutorCosts> executorCosts() {
         return s.takeError();
       runs.push_back(*s);
     }
-    std::nth_element(runs.begin(), runs.begin() + 2, runs.end());
-    return runs[2];
+    return medianOf(std::move(runs));
   };
   auto alone = median(straight.finish());
   if (!alone)
@@ -187,12 +191,10 @@ llvm::Expected<double> preemptionSeconds() {
     int host = b.tensor("host", {16}, plan::TIER_CPU, 1, plan::ROLE_INPUT);
     int fetched = b.tensor("fetched", {16});
     for (unsigned i = 0; i < products; ++i) {
-      if (!copies) {
-        b.add("product" + std::to_string(i), "MatMul", {a, w}, {c});
+      plan::Instruction &product = b.add("product" + std::to_string(i), "MatMul", {a, w}, {c});
+      if (!copies)
         continue;
-      }
-      b.add("product" + std::to_string(i), "MatMul", {a, w}, {c}, plan::STREAM_COMPUTE, {},
-            {i});
+      product.add_signal_events(i);
       b.add("copy" + std::to_string(i), "Copy", {host}, {fetched}, plan::STREAM_H2D, {i}, {});
     }
     return b.finish();
@@ -208,8 +210,7 @@ llvm::Expected<double> preemptionSeconds() {
       return b.takeError();
     differences.push_back(*b - *a);
   }
-  std::nth_element(differences.begin(), differences.begin() + 4, differences.end());
-  return std::max(0.0, differences[4] / products);
+  return std::max(0.0, medianOf(std::move(differences)) / products);
 }
 
 /// What one executor MatMul of [m, k] x [k, n] takes beyond the dispatch
@@ -403,8 +404,7 @@ llvm::Error measureNvme(const CalibrateOptions &o, Hardware &hw) {
       // Let the device settle, so the next request finds it idle.
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    std::nth_element(times.begin(), times.begin() + 4, times.end());
-    return std::max(0.0, times[4] - lone / bandwidth);
+    return std::max(0.0, medianOf(std::move(times)) - lone / bandwidth);
   };
   auto writeLatency = latency(storage::IoKind::Write, hw.nvmeWriteBandwidth);
   if (!writeLatency)
