@@ -382,7 +382,8 @@ uint64_t kernelWorkspaceBytes(llvm::StringRef domain, llvm::StringRef op,
       return lossBytes(/*softmax=*/true, ins);
     if (op == "NegativeLogLikelihoodLoss")
       return lossBytes(/*softmax=*/false, ins);
-    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax")
+    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" ||
+        op == "ReduceL2")
       return reduceBytes(ins, outs, attrs);
     if (op == "MaxPool" || op == "AveragePool")
       return poolBytes(operand(outs, 0), nullptr);

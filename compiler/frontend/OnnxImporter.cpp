@@ -16,6 +16,7 @@
 #include "compiler/frontend/ReshapeFallback.h"
 #include "compiler/frontend/ShapeFolding.h"
 #include "compiler/frontend/ConstantEvaluator.h"
+#include "compiler/frontend/ControlFlow.h"
 #include "onnx/checker.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
@@ -120,7 +121,8 @@ collectConstants(const onnx::GraphProto &graph) {
 /// them: Shape arithmetic (Size, Mod, Floor, ...) on sizes --dim fixes.
 static bool isFoldableOnly(const onnx::NodeProto &node) {
   return isDefaultDomain(node.domain()) &&
-         (node.op_type() == "Size" || canEvaluate(node.op_type()));
+         (node.op_type() == "Size" || node.op_type() == "If" ||
+          canEvaluate(node.op_type()));
 }
 
 /// Refuses ops zinc lacks. Before folding (`beforeFolding`), an op the
@@ -134,6 +136,10 @@ static llvm::Error checkOps(const onnx::GraphProto &graph, bool beforeFolding) {
     return it == constants.end() ? nullptr : it->second;
   };
   for (int i = 0; i < graph.node_size(); ++i) {
+    if (!beforeFolding && isControlFlowOp(graph.node(i)))
+      return makeError(describeNode(graph.node(i), i) + ": unsupported " +
+                       graph.node(i).op_type() + ": " +
+                       describeRuntimeCondition(graph, graph.node(i)));
     llvm::Error err = checkOpSupported(graph.node(i), lookup);
     if (err && beforeFolding && isFoldableOnly(graph.node(i))) {
       llvm::consumeError(std::move(err));

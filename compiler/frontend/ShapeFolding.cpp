@@ -10,6 +10,7 @@
 #include "compiler/frontend/ShapeFolding.h"
 #include "compiler/frontend/ConstantEvaluator.h"
 #include "compiler/frontend/ConstantTensor.h"
+#include "compiler/frontend/ControlFlow.h"
 #include "compiler/frontend/OnnxUtil.h"
 
 namespace zinc::frontend {
@@ -121,8 +122,16 @@ bool foldShapeComputations(
   }
 
   bool changed = false;
+  llvm::DenseMap<int, bool> takenBranch;
   for (int index = 0; index < graph.node_size(); ++index) {
     onnx::NodeProto &node = *graph.mutable_node(index);
+    if (isDefaultDomain(node.domain()) && node.op_type() == "If" &&
+        node.input_size() == 1) {
+      auto cond = known.find(node.input(0));
+      if (cond != known.end() && cond->second.numElements() == 1)
+        takenBranch[index] = cond->second.realAt(0) != 0;
+      continue;
+    }
     if (!isDefaultDomain(node.domain()) || node.output_size() != 1 ||
         node.output(0).empty())
       continue;
@@ -159,6 +168,9 @@ bool foldShapeComputations(
     known[node.output(0)] = std::move(*value);
     changed = true;
   }
+  // After the walk: inlining renumbers the nodes the walk indexes.
+  if (inlineTakenBranches(graph, takenBranch) > 0)
+    changed = true;
   return changed;
 }
 

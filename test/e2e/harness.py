@@ -166,9 +166,14 @@ class TrainingComparison:
             self.assertEqual(st.dtype_tag(got[k]), "F32", k)
             self.assertEqual(got[k].shape, want[k].shape, k)
             errors[k] = float(np.abs(got[k].astype(np.float64) - want[k]).max())
-        bad = {k: e for k, e in errors.items() if not e <= tol}
+        # A tensor whose true gradient is zero (an attention key bias: softmax
+        # ignores a shift of its row) is moved by AdamW's normalised rounding
+        # noise alone, in PyTorch's float32 run as in zinc's; it is held to
+        # that noise, measured against float64.
+        bad = {k: e for k, e in errors.items()
+               if not e <= max(tol, NOISE_FACTOR * noise[k])}
         self.assertFalse(bad, "final weights off by more than %.3g (1e-4 of the "
-                         "largest weight %.4f): %s"
+                         "largest weight %.4f) or 10x PyTorch's float32 noise: %s"
                          % (tol, scale, ", ".join("%s: %.3g" % kv for kv in sorted(
                              bad.items(), key=lambda kv: -kv[1]))))
 

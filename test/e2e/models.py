@@ -357,5 +357,7 @@ def weights_by_initializer(model, imap, buffers=False):
     """The model's current parameters (and float buffers, if asked) keyed by
     ONNX initializer name."""
     params = _tensors(model, buffers)
-    return {name: np.ascontiguousarray(params[pn].T if t else params[pn])
+    # np.array, not np.ascontiguousarray, which makes a 0-d parameter
+    # (CLIP's logit_scale) 1-d.
+    return {name: np.array(params[pn].T if t else params[pn], order="C")
             for name, (pn, t) in imap.items()}

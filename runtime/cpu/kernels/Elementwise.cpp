@@ -584,11 +584,76 @@ llvm::Error runPow(const KernelCall &call) {
   });
 }
 
+/// Max and Min of one or more same-typed inputs, broadcast to the output,
+/// folded pairwise into it. NaN wins either way, as in numpy's maximum
+/// (and PyTorch's torch.max(a, b)).
+template <bool isMax> static llvm::Error runExtremum(const KernelCall &call) {
+  size_t n = call.inputs.size();
+  if (n == 0)
+    return kernelError(call.opType + ": expects at least one input");
+  if (auto err = checkOperands(call, n))
+    return err;
+  TensorRef &y = *call.output(0);
+  for (size_t i = 0; i < n; ++i)
+    if (auto err = checkSameType(call, *call.input(i), y))
+      return err;
+  return visitDType(y.dtype, [&](auto tag) -> llvm::Error {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      return typeError(call, y.dtype);
+    } else {
+      auto pick = [](T a, T b) {
+        auto x = load(a), z = load(b);
+        if constexpr (!std::is_integral_v<decltype(x)>)
+          if (x != x || z != z)
+            return x != x ? a : b;
+        return (isMax ? x >= z : x <= z) ? a : b;
+      };
+      if (n == 1) {
+        map1<T, T>(*call.input(0), y, [](T v) { return v; });
+        return llvm::Error::success();
+      }
+      broadcast2<T, T, T>(*call.input(0), *call.input(1), y, pick);
+      // y already has the output shape, so folding into it in place reads
+      // and writes each element at the same offset.
+      for (size_t i = 2; i < n; ++i)
+        broadcast2<T, T, T>(y, *call.input(i), y, pick);
+      return llvm::Error::success();
+    }
+  });
+}
+
+llvm::Error runMax(const KernelCall &call) { return runExtremum<true>(call); }
+llvm::Error runMin(const KernelCall &call) { return runExtremum<false>(call); }
+
+/// HardSigmoid: max(0, min(1, alpha x + beta)); PyTorch's hardsigmoid
+/// exports with alpha 1/6.
+llvm::Error runHardSigmoid(const KernelCall &call) {
+  double alpha = call.attrs.getFloat("alpha", 0.2);
+  double beta = call.attrs.getFloat("beta", 0.5);
+  return runUnary<false>(call, [alpha, beta](auto v) {
+    using C = decltype(v);
+    C t = static_cast<C>(alpha) * v + static_cast<C>(beta);
+    return t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
+  });
+}
+
+/// HardSwish: x * max(0, min(1, x / 6 + 1/2)), written as PyTorch's
+/// x * min(max(x + 3, 0), 6) / 6 so that results round alike.
+llvm::Error runHardSwish(const KernelCall &call) {
+  return runUnary<false>(call, [](auto v) {
+    using C = decltype(v);
+    C t = v + C(3);
+    t = t < C(0) ? C(0) : (t > C(6) ? C(6) : t);
+    return v * t / C(6);
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Comparisons and logic
 //===----------------------------------------------------------------------===//
 
-/// Equal, Less, Greater: same-typed inputs, bool output.
+/// Equal and the orderings: same-typed inputs, bool output.
 template <typename Cmp>
 static llvm::Error runCompare(const KernelCall &call, Cmp cmp) {
   if (auto err = checkOperands(call, 2))
@@ -617,7 +682,16 @@ llvm::Error runGreater(const KernelCall &call) {
   return runCompare(call, [](auto x, auto z) { return x > z; });
 }
 
-llvm::Error runAnd(const KernelCall &call) {
+llvm::Error runLessOrEqual(const KernelCall &call) {
+  return runCompare(call, [](auto x, auto z) { return x <= z; });
+}
+llvm::Error runGreaterOrEqual(const KernelCall &call) {
+  return runCompare(call, [](auto x, auto z) { return x >= z; });
+}
+
+/// And, Or, Xor: bool inputs broadcast to a bool output.
+template <typename Fn>
+static llvm::Error runLogic(const KernelCall &call, const Fn &fn) {
   if (auto err = checkOperands(call, 2))
     return err;
   const TensorRef &a = *call.input(0), &b = *call.input(1);
@@ -625,8 +699,18 @@ llvm::Error runAnd(const KernelCall &call) {
   for (const TensorRef *t : {&a, &b, static_cast<const TensorRef *>(&y)})
     if (t->dtype != DType::Bool)
       return typeError(call, t->dtype);
-  broadcast2<bool, bool, bool>(a, b, y, [](bool x, bool z) { return x && z; });
+  broadcast2<bool, bool, bool>(a, b, y, fn);
   return llvm::Error::success();
+}
+
+llvm::Error runAnd(const KernelCall &call) {
+  return runLogic(call, [](bool x, bool z) { return x && z; });
+}
+llvm::Error runOr(const KernelCall &call) {
+  return runLogic(call, [](bool x, bool z) { return x || z; });
+}
+llvm::Error runXor(const KernelCall &call) {
+  return runLogic(call, [](bool x, bool z) { return x != z; });
 }
 
 llvm::Error runWhere(const KernelCall &call) {

@@ -1,6 +1,6 @@
-//===- Reduction.cpp - ReduceSum, ReduceMean and ReduceMax cpu kernels ----===//
+//===- Reduction.cpp - ReduceSum, ReduceMean, ReduceMax, ReduceL2 kernels -===//
 //
-// The three ops share everything but a small policy (accumulator type,
+// The ops share everything but a small policy (accumulator type,
 // combine, finish). The input is coalesced into groups of kept and reduced
 // dimensions; the common layouts (one reduced group, e.g. a mean over the
 // last axes or a sum over the batch) run as vectorisable loops over threads,
@@ -12,6 +12,7 @@
 #include "Kernels.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -25,7 +26,7 @@ constexpr int64_t kColumnBlock = 256;
 /// Independent accumulators per row, one vector's worth.
 constexpr int64_t kLanes = 8;
 
-enum class ReduceKind { Sum, Mean, Max };
+enum class ReduceKind { Sum, Mean, Max, L2 };
 
 /// Sum and Mean accumulate floats in double (a float sum over many elements
 /// loses digits; round once at the end) and integers in 64 bits, wrapping
@@ -50,9 +51,11 @@ template <typename T, ReduceKind K> struct Reducer {
       // NaN wins, as in numpy's maximum.reduce.
       return (c > a || c != c) ? c : a;
     } else if constexpr (std::is_integral_v<T>) {
-      return a + static_cast<Acc>(static_cast<int64_t>(v));
+      Acc c = static_cast<Acc>(static_cast<int64_t>(v));
+      return a + (K == ReduceKind::L2 ? c * c : c);
     } else {
-      return a + static_cast<Acc>(load(v));
+      Acc c = static_cast<Acc>(load(v));
+      return a + (K == ReduceKind::L2 ? c * c : c);
     }
   }
   /// Combines two partial results (of lanes or of threads).
@@ -63,7 +66,12 @@ template <typename T, ReduceKind K> struct Reducer {
       return a + b;
   }
   static T finish(Acc a, int64_t n) {
-    if constexpr (K == ReduceKind::Mean) {
+    if constexpr (K == ReduceKind::L2) {
+      if constexpr (std::is_integral_v<T>)
+        return static_cast<T>(std::sqrt(static_cast<double>(a)));
+      else
+        return store<T>(std::sqrt(a));
+    } else if constexpr (K == ReduceKind::Mean) {
       if constexpr (std::is_integral_v<T>) {
         // Truncated like numpy's mean(...).astype(int); n > 0 is checked.
         if constexpr (std::is_signed_v<T>)
@@ -273,6 +281,9 @@ llvm::Error runReduceMean(const KernelCall &call) {
 }
 llvm::Error runReduceMax(const KernelCall &call) {
   return runReduce<ReduceKind::Max>(call);
+}
+llvm::Error runReduceL2(const KernelCall &call) {
+  return runReduce<ReduceKind::L2>(call);
 }
 
 } // namespace zinc::cpu

@@ -98,6 +98,17 @@ llvm::Error gradRelu(GradientBuilder &b) {
   return setFused(b, "ReluGrad", b.input(0));
 }
 
+llvm::Error gradHardSigmoid(GradientBuilder &b) {
+  AttributeList attrs;
+  attrs.set(makeFloatAttr("alpha", b.attrs().getFloat("alpha", 0.2)));
+  attrs.set(makeFloatAttr("beta", b.attrs().getFloat("beta", 0.5)));
+  return setFused(b, "HardSigmoidGrad", b.input(0), std::move(attrs));
+}
+
+llvm::Error gradHardSwish(GradientBuilder &b) {
+  return setFused(b, "HardSwishGrad", b.input(0));
+}
+
 llvm::Error gradLeakyRelu(GradientBuilder &b) {
   AttributeList attrs;
   attrs.set(makeFloatAttr("alpha", b.attrs().getFloat("alpha", 0.01)));

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Rules.h"
+#include "zinc/support/Error.h"
 
 namespace zinc::autodiff {
 
@@ -55,5 +56,33 @@ llvm::Error gradDiv(GradientBuilder &b) {
 llvm::Error gradNeg(GradientBuilder &b) {
   return b.setGrad(0, b.neg(b.outputGrad(0)));
 }
+
+/// Max and Min of two inputs, as PyTorch's maximum and minimum: the
+/// gradient goes to the input that wins, half to each where they tie.
+///   w = [a wins] + 0.5 [a == b];  da = dy w,  db = dy (1 - w)
+static llvm::Error gradExtremum(GradientBuilder &b, llvm::StringRef wins) {
+  if (b.numInputs() == 1)
+    return b.setGrad(0, b.outputGrad(0));
+  if (b.numInputs() != 2)
+    return makeError("unsupported: gradient of " + b.node().opType + " with " +
+                     llvm::Twine(b.numInputs()) + " inputs (two at most)");
+  ir::Value *a = b.input(0), *c = b.input(1), *dy = b.outputGrad(0);
+  llvm::SmallVector<int64_t, 4> shape =
+      GradientBuilder::broadcast(a->shape, c->shape);
+  ir::Value *win = b.cast(b.op(wins, {a, c}, {DType::Bool, shape}), dy->dtype);
+  ir::Value *tie =
+      b.cast(b.op("Equal", {a, c}, {DType::Bool, shape}), dy->dtype);
+  ir::Value *w = b.add(win, b.mul(tie, b.scalar(0.5, dy->dtype)));
+  if (b.needsGrad(0))
+    if (auto err = setReduced(b, 0, b.mul(dy, w)))
+      return err;
+  if (b.needsGrad(1))
+    return setReduced(b, 1,
+                      b.mul(dy, b.sub(b.scalar(1.0, dy->dtype), w)));
+  return llvm::Error::success();
+}
+
+llvm::Error gradMax(GradientBuilder &b) { return gradExtremum(b, "Greater"); }
+llvm::Error gradMin(GradientBuilder &b) { return gradExtremum(b, "Less"); }
 
 } // namespace zinc::autodiff

@@ -34,14 +34,16 @@ static llvm::Expected<llvm::SmallVector<int64_t, 4>> reducedAxes(GradientBuilder
   return axes;
 }
 
-/// dy with the reduced axes put back as size 1, broadcast to x's shape.
+/// `v` (dy by default), of the output's shape, with the reduced axes put
+/// back as size 1, broadcast to x's shape.
 static llvm::Expected<ir::Value *> expandBack(GradientBuilder &b,
-                                              llvm::ArrayRef<int64_t> axes) {
+                                              llvm::ArrayRef<int64_t> axes,
+                                              ir::Value *v = nullptr) {
   ir::Value *x = b.input(0);
   llvm::SmallVector<int64_t, 4> keptShape(x->shape.begin(), x->shape.end());
   for (int64_t a : axes)
     keptShape[a] = 1;
-  ir::Value *dy = b.reshape(b.outputGrad(0), keptShape);
+  ir::Value *dy = b.reshape(v ? v : b.outputGrad(0), keptShape);
   if (llvm::ArrayRef<int64_t>(keptShape) == llvm::ArrayRef<int64_t>(x->shape))
     return dy;
   return b.op("Expand", {dy, b.int64s(x->shape)}, {x->dtype, x->shape});
@@ -68,6 +70,23 @@ llvm::Error gradReduceMean(GradientBuilder &b) {
   if (!dx)
     return dx.takeError();
   return b.setGrad(0, b.div(*dx, b.scalar(static_cast<double>(count), b.input(0)->dtype)));
+}
+
+/// y = sqrt(sum x^2): dx = x dy / y, and 0 where y is 0 (PyTorch's
+/// norm_backward).
+llvm::Error gradReduceL2(GradientBuilder &b) {
+  auto axes = reducedAxes(b);
+  if (!axes)
+    return axes.takeError();
+  ir::Value *x = b.input(0), *y = b.output(0);
+  ir::Value *zero = b.scalar(0.0, y->dtype);
+  ir::Value *isZero = b.op("Equal", {y, zero}, {DType::Bool, y->shape});
+  ir::Value *ratio = b.op("Where", {isZero, zero, b.div(b.outputGrad(0), y)},
+                          {y->dtype, y->shape});
+  auto spread = expandBack(b, *axes, ratio);
+  if (!spread)
+    return spread.takeError();
+  return b.setGrad(0, b.mul(*spread, x));
 }
 
 } // namespace zinc::autodiff

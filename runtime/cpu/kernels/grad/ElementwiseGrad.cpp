@@ -179,4 +179,30 @@ llvm::Error runErfGrad(const KernelCall &call) {
   }, rowMath().erfGrad);
 }
 
+/// HardSigmoidGrad(x, dy) {alpha, beta}: alpha dy where the line is inside
+/// (0, 1), else 0: PyTorch's hardsigmoid_backward (-3 < x < 3 for its
+/// alpha 1/6, beta 1/2).
+llvm::Error runHardSigmoidGrad(const KernelCall &call) {
+  double alpha = call.attrs.getFloat("alpha", 0.2);
+  double beta = call.attrs.getFloat("beta", 0.5);
+  return runGradMap(call, [alpha, beta](auto x, auto g) {
+    using C = decltype(x);
+    C t = static_cast<C>(alpha) * x + static_cast<C>(beta);
+    return t > C(0) && t < C(1) ? static_cast<C>(alpha) * g : C(0);
+  });
+}
+
+/// HardSwishGrad(x, dy): 0 below -3, dy (x / 3 + 1/2) up to 3, dy above, as
+/// PyTorch's hardswish_backward.
+llvm::Error runHardSwishGrad(const KernelCall &call) {
+  return runGradMap(call, [](auto x, auto g) {
+    using C = decltype(x);
+    if (x < C(-3))
+      return C(0);
+    if (x <= C(3))
+      return g * (x / C(3) + C(0.5));
+    return g;
+  });
+}
+
 } // namespace zinc::cpu

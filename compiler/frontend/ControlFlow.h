@@ -1,0 +1,33 @@
+//===- ControlFlow.h - If nodes whose condition folds, and why others don't -===//
+#ifndef ZINC_COMPILER_FRONTEND_CONTROLFLOW_H
+#define ZINC_COMPILER_FRONTEND_CONTROLFLOW_H
+
+#include "onnx/onnx_pb.h"
+#include "llvm/ADT/DenseMap.h"
+#include <string>
+
+namespace zinc::frontend {
+
+/// Control-flow ops: zinc plans are static programs, so it runs none of them;
+/// an If whose condition is a compile-time constant is inlined instead.
+bool isControlFlowOp(const onnx::NodeProto &node);
+
+/// Replaces each If node whose condition `takenBranch` knows (node index ->
+/// true for then_branch, false for else_branch) by the nodes of that branch,
+/// at its place in the node list: the branch's initializers join the graph's,
+/// its nodes keep their outer-scope references (ONNX names are unique across
+/// a model and its subgraphs, so none is shadowed), and each If output
+/// becomes an Identity of the branch's output. Returns the number inlined.
+int inlineTakenBranches(onnx::GraphProto &graph,
+                        const llvm::DenseMap<int, bool> &takenBranch);
+
+/// For a control-flow node left after folding: what its condition (If) or
+/// trip count and condition (Loop) are computed from at run time, e.g.
+/// "its condition 'c' depends on graph input 'tokens'", so the diagnostic
+/// names the data that keeps it from folding.
+std::string describeRuntimeCondition(const onnx::GraphProto &graph,
+                                     const onnx::NodeProto &node);
+
+} // namespace zinc::frontend
+
+#endif
