@@ -589,6 +589,51 @@ static Result evalSlice(const NodeContext &c) {
   return out;
 }
 
+/// Transpose by `perm` (default: reversed axes). Exporters transpose small
+/// shape tensors too: torch's F.pad writes its pads through a [n, 2]
+/// Transpose.
+static Result evalTranspose(const NodeContext &c) {
+  const ConstantTensor *x = c.input(0);
+  if (!x)
+    return llvm::None;
+  int64_t rank = x->dims.size();
+  Dims perm;
+  if (llvm::Optional<Dims> p = c.intsAttr("perm"))
+    perm = *p;
+  else
+    for (int64_t d = rank; d-- > 0;)
+      perm.push_back(d);
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return llvm::None;
+  llvm::SmallVector<bool, 8> used(rank, false);
+  Dims dims;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || used[p])
+      return llvm::None;
+    used[p] = true;
+    dims.push_back(x->dims[p]);
+  }
+  Result out = c.allocate(x->elemType, dims);
+  if (!out)
+    return llvm::None;
+  Dims inStrides(rank, 1);
+  for (int64_t d = rank - 1; d > 0; --d)
+    inStrides[d - 1] = inStrides[d] * x->dims[d];
+  Dims idx(rank, 0);
+  for (int64_t k = 0, n = out->numElements(); k < n; ++k) {
+    int64_t from = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      from += idx[d] * inStrides[perm[d]];
+    copyElement(*x, from, *out, k);
+    for (int64_t d = rank; d-- > 0;) {
+      if (++idx[d] < dims[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 static Result evalExpand(const NodeContext &c) {
   const ConstantTensor *x = c.input(0);
   llvm::Optional<Dims> shape = intList(c.input(1));
@@ -668,7 +713,8 @@ static bool isUnary(llvm::StringRef op) {
 bool canEvaluate(llvm::StringRef op) {
   static const llvm::StringRef ops[] = {
       "Identity", "Cast",  "Where",  "Unsqueeze", "Squeeze", "Reshape",
-      "Concat",   "Gather", "Slice", "Expand",    "Range",   "ConstantOfShape"};
+      "Concat",   "Gather", "Slice", "Expand",    "Range",   "ConstantOfShape",
+      "Transpose"};
   return binaryKind(op) || isUnary(op) || llvm::is_contained(ops, op);
 }
 
@@ -702,6 +748,8 @@ evaluateNode(const onnx::NodeProto &node,
     return evalSlice(c);
   if (op == "Expand")
     return evalExpand(c);
+  if (op == "Transpose")
+    return evalTranspose(c);
   if (op == "Range")
     return evalRange(c);
   if (op == "ConstantOfShape")

@@ -513,6 +513,49 @@ static llvm::Error runArithmetic(const KernelCall &call, Op op) {
   });
 }
 
+/// Mod {fmod}: with fmod 0 (integers only) the remainder takes the
+/// divisor's sign, as Python's %; with fmod 1 the dividend's, as C's fmod.
+/// A zero integer divisor fails the step.
+llvm::Error runMod(const KernelCall &call) {
+  if (auto err = checkOperands(call, 2))
+    return err;
+  const TensorRef &a = *call.input(0), &b = *call.input(1);
+  TensorRef &y = *call.output(0);
+  if (auto err = checkSameType(call, a, b))
+    return err;
+  if (auto err = checkSameType(call, a, y))
+    return err;
+  bool fmod = call.attrs.getInt("fmod", 0) != 0;
+  return visitDType(a.dtype, [&](auto tag) -> llvm::Error {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      return typeError(call, a.dtype);
+    } else if constexpr (std::is_integral_v<T>) {
+      const T *pb = b.as<const T>();
+      if (std::find(pb, pb + b.numElements(), T(0)) != pb + b.numElements())
+        return kernelError("Mod: integer division by zero");
+      broadcast2<T, T, T>(a, b, y, [fmod](T x, T z) -> T {
+        if constexpr (std::is_signed_v<T>)
+          if (z == T(-1))
+            return T(0); // min % -1 would trap
+        T r = static_cast<T>(x % z);
+        if constexpr (std::is_signed_v<T>)
+          if (!fmod && r != 0 && ((r < 0) != (z < 0)))
+            r = static_cast<T>(r + z);
+        return r;
+      });
+      return llvm::Error::success();
+    } else {
+      if (!fmod)
+        return kernelError("Mod: a float Mod needs fmod=1");
+      broadcast2<T, T, T>(a, b, y, [](T x, T z) {
+        return store<T>(std::fmod(load(x), load(z)));
+      });
+      return llvm::Error::success();
+    }
+  });
+}
+
 llvm::Error runAdd(const KernelCall &call) {
   return runArithmetic(call, AddOp());
 }

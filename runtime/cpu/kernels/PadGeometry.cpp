@@ -8,8 +8,8 @@ namespace zinc::cpu {
 llvm::Expected<PadGeometry> padGeometry(const KernelCall &call,
                                         llvm::ArrayRef<int64_t> inShape,
                                         llvm::ArrayRef<int64_t> outShape,
-                                        const TensorRef &pads,
-                                        const TensorRef *axes) {
+                                        size_t padsInput, size_t axesInput) {
+  const TensorRef *pads = call.input(padsInput), *axes = call.input(axesInput);
   PadGeometry g;
   llvm::StringRef mode = call.attrs.getString("mode", "constant");
   if (mode == "constant")
@@ -36,7 +36,13 @@ llvm::Expected<PadGeometry> padGeometry(const KernelCall &call,
     for (int64_t d = 0; d < rank; ++d)
       axisList.push_back(d);
   }
-  llvm::SmallVector<int64_t, 12> p = loadIndexList(pads);
+  llvm::SmallVector<int64_t, 12> p;
+  if (pads) {
+    p = loadIndexList(*pads);
+  } else {
+    llvm::ArrayRef<int64_t> attr = call.attrs.getInts("pads");
+    p.assign(attr.begin(), attr.end());
+  }
   int64_t n = axisList.size();
   if (static_cast<int64_t>(p.size()) != 2 * n)
     return kernelError(call.opType + ": pads has " + llvm::Twine(p.size()) +

@@ -21,15 +21,15 @@ struct PadGeometry {
   llvm::SmallVector<int64_t, 6> inShape, outShape;
 };
 
-/// Reads Pad's mode attribute, its pads operand (and the optional axes
-/// operand of opset 18) against an input of `inShape`, and checks that the
-/// padded shape is `outShape`. Reflect needs pads below each dimension's
-/// size, edge and wrap a non-empty dimension.
+/// Reads Pad's mode attribute and its pads (operand `padsInput`, or the
+/// `pads` attribute before opset 11), with the optional axes operand of
+/// opset 18 (`axesInput`), against an input of `inShape`, and checks that
+/// the padded shape is `outShape`. Reflect needs pads below each
+/// dimension's size, edge and wrap a non-empty dimension.
 llvm::Expected<PadGeometry> padGeometry(const KernelCall &call,
                                         llvm::ArrayRef<int64_t> inShape,
                                         llvm::ArrayRef<int64_t> outShape,
-                                        const TensorRef &pads,
-                                        const TensorRef *axes);
+                                        size_t padsInput, size_t axesInput);
 
 /// The input index that output index `o` of dimension `d` reads, or -1 when
 /// it reads the constant.

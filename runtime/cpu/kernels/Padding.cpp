@@ -74,16 +74,17 @@ static void padRows(const PadGeometry &g, const TensorRef &in, TensorRef &out,
       });
 }
 
-/// Pad(data, pads, constant_value?, axes?) {mode}.
+/// Pad(data, pads, constant_value?, axes?) {mode}; before opset 11 the
+/// pads and the constant are attributes (pads, value).
 Error runPad(const KernelCall &call) {
-  const TensorRef *in = call.input(0), *pads = call.input(1);
+  const TensorRef *in = call.input(0);
   TensorRef *out = call.output(0);
-  if (!in || !pads || !out)
+  if (!in || !out || (call.opsetVersion >= 11 && !call.input(1)))
     return kernelError("Pad: expects data, pads and an output");
   if (in->dtype != out->dtype)
     return kernelError("Pad: output type differs from the data's");
   llvm::Expected<PadGeometry> g =
-      padGeometry(call, in->shape, out->shape, *pads, call.input(3));
+      padGeometry(call, in->shape, out->shape, 1, 3);
   if (!g)
     return g.takeError();
   if (out->numElements() == 0)
@@ -102,6 +103,14 @@ Error runPad(const KernelCall &call) {
     E constant{};
     if (value)
       std::memcpy(&constant, value->data, sizeof(E));
+    else if (call.opsetVersion < 11)
+      visitDType(in->dtype, [&](auto t) {
+        using T = decltype(t);
+        if constexpr (sizeof(T) == sizeof(E)) {
+          T v = store<T>(static_cast<ComputeT<T>>(call.attrs.getFloat("value", 0)));
+          std::memcpy(&constant, &v, sizeof(E));
+        }
+      });
     padRows<E>(*g, *in, *out, constant);
   };
   switch (es) {

@@ -60,7 +60,7 @@ def compare(test, compile_bin, run_bin, work, model, data, export=models.export_
 
     loss32, grads32 = torch_step(model, one)
     one64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in one.items()}
-    _, grads64 = torch_step(copy.deepcopy(model).double(), one64)
+    loss64, grads64 = torch_step(copy.deepcopy(model).double(), one64)
 
     run_tool([compile_bin, path("model.onnx"), "-o", path("model.zplan")] + SGD_ONE +
              models.dim_flags(one) + list(compile_flags))
@@ -70,8 +70,9 @@ def compare(test, compile_bin, run_bin, work, model, data, export=models.export_
     import json
     with open(path("metrics.jsonl")) as f:
         got_loss = json.loads(f.readline())["loss"]
-    test.assertLessEqual(abs(got_loss - loss32), LOSS_RTOL * abs(loss32),
-                         "loss: zinc %r, PyTorch %r" % (got_loss, loss32))
+    test.assertLessEqual(abs(got_loss - loss32),
+                         max(LOSS_RTOL * abs(loss32), NOISE_FACTOR * abs(loss32 - loss64)),
+                         "loss: zinc %r, PyTorch %r (float64 %r)" % (got_loss, loss32, loss64))
     got = st.load_file(path("weights.safetensors"))
     report, bad = {}, {}
     for name, (param, transposed) in imap.items():
@@ -81,9 +82,13 @@ def compare(test, compile_bin, run_bin, work, model, data, export=models.export_
         err = float(np.abs(grad - want).max())
         noise = float(np.abs(want - want64).max())
         tol = max(GRAD_RTOL * float(np.abs(want).max()), NOISE_FACTOR * noise, 1e-7)
+        err64 = float(np.abs(grad - want64).max())
         report[name] = (err, tol)
         if not err <= tol:
-            bad[name] = (err, tol, noise)
-    test.assertFalse(bad, "gradients off (tensor: error, tolerance, PyTorch fp32-fp64): %s"
-                     % ", ".join("%s: %.3g, %.3g, %.3g" % ((k,) + v) for k, v in sorted(bad.items())))
+            bad[name] = (err, tol, noise, err64)
+    if os.environ.get("ZINC_FIRST_UPDATE_DUMP"):
+        for k in imap: print("%-45s %.3g %.3g" % (k, report[k][0], report[k][1]))
+    test.assertFalse(bad, "gradients off (tensor: error, tolerance, PyTorch fp32-fp64, "
+                     "zinc-fp64): %s" % ", ".join("%s: %.3g, %.3g, %.3g, %.3g" % ((k,) + v)
+                                                  for k, v in sorted(bad.items())))
     return report

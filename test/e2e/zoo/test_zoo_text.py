@@ -4,6 +4,11 @@ for training as users export them train in zinc as in PyTorch: 8 AdamW
 steps with the checks of test_train_vs_pytorch.py (losses within 1e-4
 relative, final weights and per-tensor updates).
 
+Whisper is compared by its first update instead (first_update.py): its
+convolutional front end on unnormalised features makes the trajectory
+ill-conditioned (PyTorch's float32 losses leave float64's by 3e-4 from the
+second step on), while one step's gradients are well-conditioned.
+
 Runs in the test virtualenv that has transformers (made by `make test`):
   ZINC_BUILD_DIR=build build/test-venv/bin/python -m unittest discover -s test/e2e/zoo -p 'test_zoo_text.py'
 """
@@ -16,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import models  # noqa: E402
+import first_update  # noqa: E402
 import zoo_models  # noqa: E402
 from harness import ADAMW, TrainingComparison  # noqa: E402
 
@@ -24,17 +30,20 @@ class TextZooTest(TrainingComparison, unittest.TestCase):
     pass
 
 
-# What a user tells zinc that an export cannot: Whisper's encoder positions
-# are a parameter PyTorch does not train (requires_grad False).
-FREEZE = {"whisper": ["--freeze=encoder\\.embed_positions"]}
+BY_FIRST_UPDATE = {"whisper"}
 
 
 def _add(name):
     def test(self):
         build = zoo_models.TEXT[name]
-        _, data = build()
+        model, data = build()
+        if name in BY_FIRST_UPDATE:
+            work = os.path.join(self.root, name)
+            os.makedirs(work, exist_ok=True)
+            first_update.compare(self, self.compile_bin, self.run_bin, work, model, data)
+            return
         self.check(name, 17, ADAMW, build=build, export=models.export_training,
-                   compile_flags=models.dim_flags(data) + FREEZE.get(name, []))
+                   compile_flags=models.dim_flags(data))
     test.__doc__ = "%s, exported for training, trains 8 AdamW steps as in PyTorch" % name
     setattr(TextZooTest, "test_" + name, test)
 

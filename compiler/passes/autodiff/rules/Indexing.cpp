@@ -22,11 +22,12 @@ llvm::Error gradPad(GradientBuilder &b) {
                      b.input(2)->name + "'");
   if (!b.needsGrad(0))
     return llvm::Error::success();
-  if (b.opset() < 11)
-    return makeError("unsupported: gradient of Pad before opset 11 (pads as "
-                     "an attribute)");
   llvm::SmallVector<ir::Value *, 3> operands{b.outputGrad(0)};
+  if (b.opset() < 11)
+    operands.push_back(b.int64s(b.attrs().getInts("pads")));
   for (unsigned i : {1u, 3u}) {
+    if (b.opset() < 11)
+      break;
     ir::Value *v = i < b.numInputs() ? b.input(i) : nullptr;
     if (v && !isConstantOperand(v))
       return makeError(llvm::Twine("unsupported: gradient of Pad with "
