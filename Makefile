@@ -49,7 +49,7 @@ test: build test-venv
 
 # The unit, lit and cpu end-to-end tests under AddressSanitizer and
 # UndefinedBehaviorSanitizer, in their own build directory (CI runs it after
-# make test; ~9 min on 2 cores). The ONNX conformance run, the transformers
+# make test; ~9 min on 2 cores). The ONNX conformance run, the transformers and model-zoo
 # e2e tests and the benchmarks' smoke test stay in make test. The cuda
 # backend is left out here: without a GPU its tests are host-side checks that
 # make test runs already, and its device code would add minutes of nvcc.
@@ -59,7 +59,7 @@ test-sanitize: deps
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZINC_SANITIZE=ON -DZINC_ENABLE_CUDA=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -E 'conformance|transformers|bench'
+	  ctest --output-on-failure -j $(JOBS) -E 'conformance|transformers|zoo|bench'
 
 # libFuzzer targets (fuzz/) over the ONNX frontend (binary and text), the
 # plan loader and the safetensors reader, built with clang in their own

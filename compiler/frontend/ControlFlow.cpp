@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/frontend/ControlFlow.h"
 #include "compiler/frontend/OnnxUtil.h"
+#include "compiler/frontend/ProtoBuilding.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -66,6 +67,166 @@ int inlineTakenBranches(onnx::GraphProto &graph,
     ++inlined;
   }
   return inlined;
+}
+
+/// Whether the Loop body's condition output is its condition input, or a
+/// known true value, passed on through Cast and Identity only.
+static bool conditionStaysTrue(const onnx::GraphProto &body,
+                               const llvm::StringMap<ConstantTensor> &known) {
+  llvm::StringMap<const onnx::NodeProto *> producer;
+  for (const onnx::NodeProto &n : body.node())
+    for (const std::string &out : n.output())
+      producer[out] = &n;
+  std::string v = body.output(0).name();
+  for (int step = 0; step <= body.node_size(); ++step) {
+    if (v == body.input(1).name())
+      return true;
+    auto it = producer.find(v);
+    if (it == producer.end()) {
+      auto k = known.find(v);
+      return k != known.end() && k->second.numElements() == 1 &&
+             k->second.realAt(0) != 0;
+    }
+    const onnx::NodeProto &n = *it->second;
+    if ((n.op_type() != "Cast" && n.op_type() != "Identity") ||
+        n.input_size() != 1)
+      return false;
+    v = n.input(0);
+  }
+  return false;
+}
+
+/// The trip count of a Loop that can be unrolled, or -1.
+static int64_t unrollableTrips(const onnx::NodeProto &node,
+                               const llvm::StringMap<ConstantTensor> &known) {
+  if (!isDefaultDomain(node.domain()) || node.op_type() != "Loop" ||
+      node.input_size() < 2 || node.input(0).empty())
+    return -1;
+  const onnx::GraphProto *body = nullptr;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "body" && a.has_g())
+      body = &a.g();
+  int carried = node.input_size() - 2;
+  if (!body || body->initializer_size() > 0 ||
+      body->input_size() != carried + 2 || body->output_size() < carried + 1 ||
+      node.output_size() != body->output_size() - 1)
+    return -1;
+  for (const onnx::NodeProto &n : body->node())
+    for (const onnx::AttributeProto &a : n.attribute())
+      if (a.has_g() || a.graphs_size() > 0)
+        return -1;
+  auto trips = known.find(node.input(0));
+  if (trips == known.end() || trips->second.numElements() != 1)
+    return -1;
+  int64_t count = trips->second.integerAt(0);
+  if (count < 0 || count > kMaxUnrolledIterations)
+    return -1;
+  if (!node.input(1).empty()) {
+    auto cond = known.find(node.input(1));
+    if (cond == known.end() || cond->second.realAt(0) == 0)
+      return -1;
+  }
+  // Scan outputs are stacked: at least one iteration must give their shape.
+  if (node.output_size() > carried && count == 0)
+    return -1;
+  return conditionStaysTrue(*body, known) ? count : -1;
+}
+
+int unrollConstantLoops(onnx::GraphProto &graph,
+                        const llvm::StringMap<ConstantTensor> &known,
+                        int64_t opset) {
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  nodes.Swap(graph.mutable_node());
+  auto &out = *graph.mutable_node();
+  int unrolled = 0;
+  for (int index = 0; index < nodes.size(); ++index) {
+    onnx::NodeProto &node = nodes[index];
+    int64_t trips = unrollableTrips(node, known);
+    if (trips < 0) {
+      out.Add()->Swap(&node);
+      continue;
+    }
+    const onnx::GraphProto *body = nullptr;
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.name() == "body")
+        body = &a.g();
+    int carried = node.input_size() - 2;
+    int scans = node.output_size() - carried;
+    std::string prefix = nodeName(node, index);
+    std::vector<std::string> current(node.input().begin() + 2,
+                                     node.input().end());
+    std::vector<std::vector<std::string>> scanned(scans);
+    for (int64_t i = 0; i < trips; ++i) {
+      std::string suffix = "/iteration_" + std::to_string(i);
+      llvm::StringMap<std::string> rename;
+      std::string number = prefix + suffix + "/number";
+      appendConstant(out, number, int64Tensor({i}, {}));
+      rename[body->input(0).name()] = number;
+      std::string cond = prefix + suffix + "/condition";
+      ConstantTensor yes = ConstantTensor::make(onnx::TensorProto::BOOL, {});
+      yes.ints[0] = 1;
+      appendConstant(out, cond, yes);
+      rename[body->input(1).name()] = cond;
+      for (int k = 0; k < carried; ++k)
+        rename[body->input(2 + k).name()] = current[k];
+      auto renamed = [&](const std::string &name) {
+        auto it = rename.find(name);
+        return it == rename.end() ? name : it->second;
+      };
+      for (const onnx::NodeProto &inner : body->node()) {
+        onnx::NodeProto *copy = out.Add();
+        *copy = inner;
+        copy->set_name((inner.name().empty() ? inner.op_type() : inner.name()) +
+                       suffix);
+        for (int j = 0; j < copy->input_size(); ++j)
+          if (!copy->input(j).empty())
+            copy->set_input(j, renamed(copy->input(j)));
+        for (int j = 0; j < copy->output_size(); ++j)
+          if (!copy->output(j).empty()) {
+            std::string fresh = copy->output(j) + suffix;
+            rename[copy->output(j)] = fresh;
+            copy->set_output(j, fresh);
+          }
+      }
+      for (int k = 0; k < carried; ++k)
+        current[k] = renamed(body->output(1 + k).name());
+      for (int s = 0; s < scans; ++s)
+        scanned[s].push_back(renamed(body->output(1 + carried + s).name()));
+    }
+    for (int k = 0; k < carried; ++k)
+      if (!node.output(k).empty())
+        appendNode(out, "Identity", prefix + "/carried_" + std::to_string(k),
+                   {current[k]}, {node.output(k)});
+    std::string axes = prefix + "/scan_axes";
+    if (scans > 0 && opset >= 13)
+      appendConstant(out, axes, int64Tensor({0}, {1}));
+    for (int s = 0; s < scans; ++s) {
+      if (node.output(carried + s).empty())
+        continue;
+      std::vector<std::string> rows;
+      for (size_t i = 0; i < scanned[s].size(); ++i) {
+        std::string row = prefix + "/scan_" + std::to_string(s) + "_row_" +
+                          std::to_string(i);
+        std::vector<std::string> ins{scanned[s][i]};
+        if (opset >= 13)
+          ins.push_back(axes);
+        onnx::NodeProto *u = appendNode(out, "Unsqueeze", row, ins, {row});
+        if (opset < 13) {
+          onnx::AttributeProto *a = u->add_attribute();
+          a->set_name("axes");
+          a->set_type(onnx::AttributeProto::INTS);
+          a->add_ints(0);
+        }
+        rows.push_back(row);
+      }
+      onnx::NodeProto *cat =
+          appendNode(out, "Concat", prefix + "/scan_" + std::to_string(s),
+                     rows, {node.output(carried + s)});
+      setIntAttribute(*cat, "axis", 0);
+    }
+    ++unrolled;
+  }
+  return unrolled;
 }
 
 std::string describeRuntimeCondition(const onnx::GraphProto &graph,

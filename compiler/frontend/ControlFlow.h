@@ -2,8 +2,10 @@
 #ifndef ZINC_COMPILER_FRONTEND_CONTROLFLOW_H
 #define ZINC_COMPILER_FRONTEND_CONTROLFLOW_H
 
+#include "compiler/frontend/ConstantTensor.h"
 #include "onnx/onnx_pb.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 #include <string>
 
 namespace zinc::frontend {
@@ -20,6 +22,21 @@ bool isControlFlowOp(const onnx::NodeProto &node);
 /// becomes an Identity of the branch's output. Returns the number inlined.
 int inlineTakenBranches(onnx::GraphProto &graph,
                         const llvm::DenseMap<int, bool> &takenBranch);
+
+/// The most iterations a Loop is unrolled to.
+constexpr int64_t kMaxUnrolledIterations = 4096;
+
+/// Unrolls each Loop whose trip count `known` holds (at most
+/// kMaxUnrolledIterations), whose condition stays true (absent, or a known
+/// true value the body passes on through Cast or Identity) and whose body
+/// holds no subgraph or initializer: the body's nodes are copied once per
+/// iteration with their values renamed, the iteration number a Constant, the
+/// loop-carried values threaded through, and scan outputs stacked along a new
+/// first axis. PyTorch writes repeat_interleave this way (GPT-J's rotary
+/// tables). Returns the number unrolled.
+int unrollConstantLoops(onnx::GraphProto &graph,
+                        const llvm::StringMap<ConstantTensor> &known,
+                        int64_t opset);
 
 /// For a control-flow node left after folding: what its condition (If) or
 /// trip count and condition (Loop) are computed from at run time, e.g.

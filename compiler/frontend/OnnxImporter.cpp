@@ -118,11 +118,15 @@ collectConstants(const onnx::GraphProto &graph) {
 }
 
 /// True for the ops folding may remove although zinc has no kernel for
-/// them: Shape arithmetic (Size, Mod, Floor, ...) on sizes --dim fixes.
+/// them: Shape arithmetic (Size, Floor, ...) on sizes --dim fixes, control
+/// flow on such sizes and the tensor sequences it builds.
 static bool isFoldableOnly(const onnx::NodeProto &node) {
   return isDefaultDomain(node.domain()) &&
          (node.op_type() == "Size" || node.op_type() == "If" ||
-          canEvaluate(node.op_type()));
+          node.op_type() == "Loop" ||
+          llvm::StringRef(node.op_type()).startswith("Sequence") ||
+          node.op_type() == "SplitToSequence" ||
+          node.op_type() == "ConcatFromSequence" || canEvaluate(node.op_type()));
 }
 
 /// Refuses ops zinc lacks. Before folding (`beforeFolding`), an op the

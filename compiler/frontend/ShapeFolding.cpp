@@ -11,6 +11,7 @@
 #include "compiler/frontend/ConstantEvaluator.h"
 #include "compiler/frontend/ConstantTensor.h"
 #include "compiler/frontend/ControlFlow.h"
+#include "compiler/frontend/Sequences.h"
 #include "compiler/frontend/OnnxUtil.h"
 
 namespace zinc::frontend {
@@ -168,8 +169,13 @@ bool foldShapeComputations(
     known[node.output(0)] = std::move(*value);
     changed = true;
   }
-  // After the walk: inlining renumbers the nodes the walk indexes.
+  // After the walk: inlining and unrolling renumber the nodes the walk
+  // indexes.
   if (inlineTakenBranches(graph, takenBranch) > 0)
+    changed = true;
+  if (unrollConstantLoops(graph, known, opset) > 0)
+    changed = true;
+  if (foldSequences(graph, known, types, opset))
     changed = true;
   return changed;
 }

@@ -23,13 +23,12 @@ template <bool isMax> static llvm::Error runArgExtremum(const KernelCall &call) 
   if (!axis)
     return axis.takeError();
   bool last = call.attrs.getInt("select_last_index", 0) != 0;
-  int64_t outer = 1, n = x->rank() ? x->shape[*axis] : 1, inner = 1;
-  for (int64_t d = 0; d < x->rank(); ++d) {
-    if (d < *axis)
-      outer *= x->shape[d];
-    if (d > *axis)
-      inner *= x->shape[d];
-  }
+  // The [outer, n, inner] view around the axis.
+  llvm::Expected<SoftmaxGeometry> view =
+      softmaxGeometry(x->shape, *axis, /*flatten=*/false);
+  if (!view)
+    return view.takeError();
+  int64_t outer = view->outer, n = view->d, inner = view->inner;
   if (y->numElements() != outer * inner)
     return kernelError(call.opType + ": output shape " +
                        formatShape(y->shape) + " does not match the input's " +

@@ -26,20 +26,6 @@ namespace zinc::cpu {
 
 using Dims = SmallVector<int64_t, 6>;
 
-/// Calls fn(E{}) with E an unsigned integer as wide as one element.
-template <typename Fn> static void visitElementSize(size_t size, Fn &&fn) {
-  switch (size) {
-  case 1:
-    return fn(uint8_t{});
-  case 2:
-    return fn(uint16_t{});
-  case 4:
-    return fn(uint32_t{});
-  default:
-    return fn(uint64_t{});
-  }
-}
-
 static Error requireIO(const KernelCall &call, size_t numInputs) {
   for (size_t i = 0; i < numInputs; ++i)
     if (!call.input(i))

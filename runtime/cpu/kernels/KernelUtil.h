@@ -64,6 +64,21 @@ template <typename Fn> decltype(auto) visitDType(DType t, Fn &&fn) {
   return fn(float{});
 }
 
+/// Calls fn(E{}) with E an unsigned integer as wide as one element, for
+/// kernels that move elements without looking at their values.
+template <typename Fn> void visitElementSize(size_t size, Fn &&fn) {
+  switch (size) {
+  case 1:
+    return fn(uint8_t{});
+  case 2:
+    return fn(uint16_t{});
+  case 4:
+    return fn(uint32_t{});
+  default:
+    return fn(uint64_t{});
+  }
+}
+
 /// Reads element i of an integer tensor (indices, axes, shapes) as int64.
 int64_t loadIndex(const TensorRef &t, int64_t i);
 

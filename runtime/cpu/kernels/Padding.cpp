@@ -113,19 +113,7 @@ Error runPad(const KernelCall &call) {
       });
     padRows<E>(*g, *in, *out, constant);
   };
-  switch (es) {
-  case 1:
-    run(uint8_t{});
-    break;
-  case 2:
-    run(uint16_t{});
-    break;
-  case 4:
-    run(uint32_t{});
-    break;
-  default:
-    run(uint64_t{});
-  }
+  visitElementSize(es, run);
   return Error::success();
 }
 

@@ -30,13 +30,12 @@ llvm::Error runCumSum(const KernelCall &call) {
     return axis.takeError();
   bool exclusive = call.attrs.getInt("exclusive", 0) != 0;
   bool reverse = call.attrs.getInt("reverse", 0) != 0;
-  int64_t outer = 1, n = x->rank() ? x->shape[*axis] : 1, inner = 1;
-  for (int64_t d = 0; d < x->rank(); ++d) {
-    if (d < *axis)
-      outer *= x->shape[d];
-    if (d > *axis)
-      inner *= x->shape[d];
-  }
+  // The [outer, n, inner] view around the axis.
+  llvm::Expected<SoftmaxGeometry> view =
+      softmaxGeometry(x->shape, *axis, /*flatten=*/false);
+  if (!view)
+    return view.takeError();
+  int64_t outer = view->outer, n = view->d, inner = view->inner;
   return visitDType(x->dtype, [&](auto tag) -> llvm::Error {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {

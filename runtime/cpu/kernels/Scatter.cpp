@@ -80,8 +80,14 @@ static llvm::Error checkCommon(const KernelCall &call) {
   return llvm::Error::success();
 }
 
-static llvm::Error indexError(const KernelCall &call, int64_t position,
-                              int64_t index, int64_t size) {
+/// Index `index` (element `position` of the indices) into a dimension of
+/// `size`, negative counting from the end; an error naming it when out of
+/// range.
+static llvm::Expected<int64_t> wrapIndex(const KernelCall &call,
+                                         int64_t position, int64_t index,
+                                         int64_t size) {
+  if (index >= -size && index < size)
+    return index < 0 ? index + size : index;
   return kernelError(call.opType + ": index " + llvm::Twine(index) +
                      " at position " + llvm::Twine(position) +
                      " of the indices is out of range for a dimension of "
@@ -124,10 +130,11 @@ llvm::Error runScatterND(const KernelCall &call) {
     for (int64_t t = 0; t < tuples; ++t) {
       int64_t offset = 0;
       for (int64_t j = 0; j < k; ++j) {
-        int64_t i = loadIndex(indices, t * k + j), size = data.shape[j];
-        if (i < -size || i >= size)
-          return indexError(call, t * k + j, i, size);
-        offset += (i < 0 ? i + size : i) * strides[j];
+        llvm::Expected<int64_t> i = wrapIndex(
+            call, t * k + j, loadIndex(indices, t * k + j), data.shape[j]);
+        if (!i)
+          return i.takeError();
+        offset += *i * strides[j];
       }
       for (int64_t e = 0; e < slice; ++e)
         combine(po[offset + e], pu[t * slice + e], *kind);
@@ -164,12 +171,12 @@ llvm::Error runScatterElements(const KernelCall &call) {
     int64_t count = indices.numElements(), rank = indices.rank();
     llvm::SmallVector<int64_t, 6> idx(rank, 0);
     for (int64_t p = 0; p < count; ++p) {
-      int64_t i = loadIndex(indices, p);
-      if (i < -size || i >= size)
-        return indexError(call, p, i, size);
+      llvm::Expected<int64_t> i = wrapIndex(call, p, loadIndex(indices, p), size);
+      if (!i)
+        return i.takeError();
       int64_t offset = 0;
       for (int64_t d = 0; d < rank; ++d)
-        offset += (d == *axis ? (i < 0 ? i + size : i) : idx[d]) * strides[d];
+        offset += (d == *axis ? *i : idx[d]) * strides[d];
       combine(po[offset], pu[p], *kind);
       for (int64_t d = rank; d-- > 0;) {
         if (++idx[d] < indices.shape[d])
@@ -204,12 +211,12 @@ llvm::Error runGatherElements(const KernelCall &call) {
   char *dst = static_cast<char *>(out->data);
   llvm::SmallVector<int64_t, 6> idx(rank, 0);
   for (int64_t p = 0; p < count; ++p) {
-    int64_t i = loadIndex(*indices, p);
-    if (i < -size || i >= size)
-      return indexError(call, p, i, size);
+    llvm::Expected<int64_t> i = wrapIndex(call, p, loadIndex(*indices, p), size);
+    if (!i)
+      return i.takeError();
     int64_t offset = 0;
     for (int64_t d = 0; d < rank; ++d)
-      offset += (d == *axis ? (i < 0 ? i + size : i) : idx[d]) * strides[d];
+      offset += (d == *axis ? *i : idx[d]) * strides[d];
     std::memcpy(dst + p * es, src + offset * es, es);
     for (int64_t d = rank; d-- > 0;) {
       if (++idx[d] < indices->shape[d])

@@ -1,5 +1,5 @@
 """End-to-end: stock Hugging Face architectures (zoo_models.TEXT: Llama,
-OPT, GPT-NeoX, BLOOM, T5, RoBERTa, DistilBERT, Whisper, ViT, CLIP) exported
+OPT, GPT-NeoX, BLOOM, GPT-J, T5, RoBERTa, DistilBERT, Whisper, ViT, CLIP) exported
 for training as users export them train in zinc as in PyTorch: 8 AdamW
 steps with the checks of test_train_vs_pytorch.py (losses within 1e-4
 relative, final weights and per-tensor updates).

@@ -148,6 +148,13 @@ def bloom():
         attention_dropout=0.0)), 14, low=4)
 
 
+def gptj():
+    t = transformers()
+    return language_model(t.GPTJForCausalLM(t.GPTJConfig(
+        vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4, rotary_dim=8,
+        n_inner=128, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)), 23)
+
+
 def t5():
     t = transformers()
     # Labels never hold the pad id 0: shift_tokens_right starts the decoder
@@ -210,7 +217,7 @@ def clip():
         "idx": tokens(22, low=1), "pixels": pixels}
 
 
-TEXT = {"llama": llama, "opt": opt, "gpt_neox": gpt_neox, "bloom": bloom, "t5": t5,
+TEXT = {"llama": llama, "opt": opt, "gpt_neox": gpt_neox, "bloom": bloom, "gptj": gptj, "t5": t5,
         "roberta": roberta, "distilbert": distilbert, "whisper": whisper, "vit": vit,
         "clip": clip}
 
