@@ -23,6 +23,8 @@ machine load hits both alike.
 
 Run: /usr/bin/python3 bench/train_nanogpt.py --build-dir build
        [--models gpt-25m,gpt-85m] [--threads 1,2] [--reps 5 --warmup 1 --steps 3]
+     build/test-venv/bin/python bench/train_nanogpt.py --models llama-25m
+       (bench/llama.py: transformers' LlamaForCausalLM, 27.4M parameters)
        [--offload]   (also the 25M model with the optimizer on NVMe and the
                       parameters on CPU, against its resident plan)
 Writes bench/results/train_nanogpt.json unless --out.
@@ -56,10 +58,21 @@ def run(argv, env=None):
     return proc
 
 
+def model_module(model):
+    """The module defining `model`: bench/llama.py for the Llama decoders
+    (transformers, so run under build/test-venv/bin/python), bench/nanogpt.py
+    otherwise; both give CONFIGS, make_model, make_data and export."""
+    if model.startswith("llama"):
+        import llama
+        return llama
+    import nanogpt
+    return nanogpt
+
+
 def prepare(model, work, steps):
     """Exports the model and writes its batches; returns (onnx, data, params)."""
-    import nanogpt
     import safetensors_io as st
+    nanogpt = model_module(model)
     c = nanogpt.CONFIGS[model]
     onnx_path = os.path.join(work, model + ".onnx")
     params = nanogpt.export(c, onnx_path)
@@ -70,8 +83,7 @@ def prepare(model, work, steps):
 
 
 def compile_plan(build, model, onnx_path, work, offload):
-    import nanogpt
-    c = nanogpt.CONFIGS[model]
+    c = model_module(model).CONFIGS[model]
     plan = os.path.join(work, "%s%s.zplan" % (model, "-offload" if offload else ""))
     argv = [os.path.join(build, "tools", "zinc-compile"), onnx_path, "-o", plan,
             "--dim", "batch=%d" % c.batch, "--dim", "seq=%d" % c.seq,
@@ -121,8 +133,8 @@ def timed_steps(step, warmup, steps):
 def torch_worker(model, data, threads, warmup, steps):
     import numpy as np
     import torch
-    import nanogpt
     import safetensors_io as st
+    nanogpt = model_module(model)
     torch.set_num_threads(threads)
     c = nanogpt.CONFIGS[model]
     batches = st.load_file(data)
@@ -332,7 +344,11 @@ def main():
     models = [m for m in args.models.split(",") if m]
     import nanogpt
     for m in models:
-        if m not in nanogpt.CONFIGS:
+        if m.startswith("llama"):
+            import llama
+            if m not in llama.CONFIGS:
+                p.error("unknown model '%s' (known: %s)" % (m, ", ".join(llama.CONFIGS)))
+        elif m not in nanogpt.CONFIGS:
             p.error("unknown model '%s' (known: %s)" % (m, ", ".join(nanogpt.CONFIGS)))
 
     rows = []
