@@ -669,6 +669,14 @@ template <bool isMax> static llvm::Error runExtremum(const KernelCall &call) {
 llvm::Error runMax(const KernelCall &call) { return runExtremum<true>(call); }
 llvm::Error runMin(const KernelCall &call) { return runExtremum<false>(call); }
 
+/// zinc.Silu: x / (1 + exp(-x)), as PyTorch's cpu silu computes it.
+llvm::Error runSilu(const KernelCall &call) {
+  return runUnary<false>(call, [](auto v) {
+    using C = decltype(v);
+    return v / (C(1) + std::exp(-v));
+  });
+}
+
 /// HardSigmoid: max(0, min(1, alpha x + beta)); PyTorch's hardsigmoid
 /// exports with alpha 1/6.
 llvm::Error runHardSigmoid(const KernelCall &call) {

@@ -109,6 +109,8 @@ ZINC_EW_MATH2(GeluTanhGradMath, geluTanhGrad)
 ZINC_EW_MATH2(SigmoidGradMath, sigmoidGrad)
 ZINC_EW_MATH2(TanhGradMath, tanhGrad)
 ZINC_EW_MATH2(ErfGradMath, erfGrad)
+ZINC_EW_MATH2(SiluGradMath, siluGrad)
+ZINC_EW_MATH2(HardSwishGradMath, hardSwishGrad)
 ZINC_EW_MATH1(ReluMath, relu)
 ZINC_EW_MATH1(GeluMath, geluErf)
 ZINC_EW_MATH1(GeluTanhMath, geluTanh)
@@ -120,6 +122,8 @@ ZINC_EW_MATH1(ReciprocalMath, reciprocal)
 ZINC_EW_MATH1(NegMath, negValue)
 ZINC_EW_MATH1(LogMath, logOf)
 ZINC_EW_MATH1(ErfMath, erfOf)
+ZINC_EW_MATH1(SiluMath, silu)
+ZINC_EW_MATH1(HardSwishMath, hardSwish)
 #undef ZINC_EW_MATH2
 #undef ZINC_EW_MATH1
 
@@ -429,6 +433,10 @@ llvm::StringRef opName(UnaryOpKind op) {
     return "Erf";
   case UnaryOpKind::Not:
     return "Not";
+  case UnaryOpKind::Silu:
+    return "Silu";
+  case UnaryOpKind::HardSwish:
+    return "HardSwish";
   }
   return "?";
 }
@@ -448,6 +456,10 @@ llvm::StringRef opName(GradOpKind op) {
     return "TanhGrad";
   case GradOpKind::Erf:
     return "ErfGrad";
+  case GradOpKind::Silu:
+    return "SiluGrad";
+  case GradOpKind::HardSwish:
+    return "HardSwishGrad";
   }
   return "?";
 }
@@ -907,6 +919,10 @@ llvm::Error launchGrad(GradOpKind op, const DeviceTensor &v,
       return queue(TanhGradMath{});
     case GradOpKind::Erf:
       return queue(ErfGradMath{});
+    case GradOpKind::Silu:
+      return queue(SiluGradMath{});
+    case GradOpKind::HardSwish:
+      return queue(HardSwishGradMath{});
     }
     return makeError("unknown gradient op");
   });
@@ -1038,6 +1054,10 @@ llvm::Error launchUnary(UnaryOpKind op, const DeviceTensor &x,
       return queue(tag, LogMath{});
     case UnaryOpKind::Erf:
       return queue(tag, ErfMath{});
+    case UnaryOpKind::Silu:
+      return queue(tag, SiluMath{});
+    case UnaryOpKind::HardSwish:
+      return queue(tag, HardSwishMath{});
     default:
       return makeError("unknown unary op");
     }

@@ -146,6 +146,14 @@ template <typename C> ZINC_HD C sigmoid(C v) {
   return C(1) / (C(1) + expOf(-v));
 }
 template <typename C> ZINC_HD C reciprocal(C v) { return C(1) / v; }
+/// x / (1 + exp(-x)), as PyTorch's silu.
+template <typename C> ZINC_HD C silu(C v) { return v / (C(1) + expOf(-v)); }
+/// x min(max(x + 3, 0), 6) / 6, as PyTorch's hardswish.
+template <typename C> ZINC_HD C hardSwish(C v) {
+  C t = v + C(3);
+  t = t < C(0) ? C(0) : (t > C(6) ? C(6) : t);
+  return v * t / C(6);
+}
 /// Gelu, approximate="none".
 template <typename C> ZINC_HD C geluErf(C v) {
   return C(0.5) * v * (C(1) + erfOf(v * C(kSqrtHalf)));
@@ -183,6 +191,19 @@ template <typename C> ZINC_HD C geluTanhGrad(C x, C g) {
   C d = C(0.5) * (C(1) + t) +
         C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * c * x * x);
   return g * d;
+}
+/// dy s (1 + x (1 - s)), s = sigmoid(x): PyTorch's silu_backward.
+template <typename C> ZINC_HD C siluGrad(C x, C g) {
+  C s = C(1) / (C(1) + expOf(-x));
+  return g * (s * (C(1) + x * (C(1) - s)));
+}
+/// 0 below -3, dy (x / 3 + 1/2) up to 3, dy above: hardswish_backward.
+template <typename C> ZINC_HD C hardSwishGrad(C x, C g) {
+  if (x < C(-3))
+    return C(0);
+  if (x <= C(3))
+    return g * (x / C(3) + C(0.5));
+  return g;
 }
 /// From the output y = sigmoid(x).
 template <typename C> ZINC_HD C sigmoidGrad(C y, C g) {

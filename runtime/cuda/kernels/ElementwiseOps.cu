@@ -179,6 +179,18 @@ llvm::Error runGeluGrad(const CudaKernelCall &call) {
     return tanh.takeError();
   return runGrad(call, *tanh ? GradOpKind::GeluTanh : GradOpKind::Gelu);
 }
+llvm::Error runSilu(const CudaKernelCall &call) {
+  return runUnary(call, UnaryOpKind::Silu);
+}
+llvm::Error runSiluGrad(const CudaKernelCall &call) {
+  return runGrad(call, GradOpKind::Silu);
+}
+llvm::Error runHardSwish(const CudaKernelCall &call) {
+  return runUnary(call, UnaryOpKind::HardSwish);
+}
+llvm::Error runHardSwishGrad(const CudaKernelCall &call) {
+  return runGrad(call, GradOpKind::HardSwish);
+}
 llvm::Error runSigmoidGrad(const CudaKernelCall &call) {
   return runGrad(call, GradOpKind::Sigmoid);
 }

@@ -208,3 +208,19 @@ TEST(ActivationGrad, GeluEmitsFusedKernelWithApproximation) {
           .find("unsupported: gradient of Gelu with approximate=\"fast\""),
       std::string::npos);
 }
+
+TEST(ActivationGrad, SiluFusedFromSigmoidProduct) {
+  // fuse-silu makes these one zinc.Silu (test/lit/passes/fuse-silu.onnxtxt
+  // shows it); its gradient is zinc.SiluGrad.
+  checkWeighted({{{"a", {3, 4}}},
+                 "  k = Constant<value = double {6.0}>()\n"
+                 "  x = Mul(a, k)\n"
+                 "  s = Sigmoid(x)\n"
+                 "  y = Mul(s, x)",
+                 {3, 4},
+                 17,
+                 "",
+                 1e-6,
+                 1e-6,
+                 "fuse-silu,build-training"});
+}

@@ -86,7 +86,7 @@ llvm::Expected<Harness> build(llvm::StringRef text, const GradCheckOptions &opts
   ctx.training.freeze = opts.freeze;
   passes::PassManager pm(ctx);
   pm.setVerifyEach(true);
-  if (auto err = pm.parsePipeline("build-training"))
+  if (auto err = pm.parsePipeline(opts.pipeline))
     return err;
   if (auto err = pm.run(**graph))
     return err;

@@ -26,6 +26,9 @@ struct GradCheckOptions {
   std::string freeze;
   /// Opset of the model header.
   int opset = 17;
+  /// The passes run before emitting: the fusions that make the ops whose
+  /// gradients a test checks go before build-training.
+  std::string pipeline = "build-training";
 };
 
 struct ParamSpec {

@@ -31,6 +31,7 @@ struct WeightedCase {
   std::string extraInits = "";
   double step = 1e-6;
   double tolerance = 1e-6;
+  std::string pipeline = "build-training";
 };
 
 inline void checkWeighted(const WeightedCase &c) {
@@ -49,6 +50,7 @@ inline void checkWeighted(const WeightedCase &c) {
   opts.step = c.step;
   opts.tolerance = c.tolerance;
   opts.opset = c.opset;
+  opts.pipeline = c.pipeline;
   expectGradientsMatch(text, opts);
 }
 

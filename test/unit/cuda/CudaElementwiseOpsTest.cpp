@@ -123,6 +123,31 @@ TEST(ElementwiseMath, FloatActivationsMatchCpuRowMath) {
   }
 }
 
+TEST(ElementwiseMath, SiluAndHardSwishMatchCpuInDouble) {
+  // Forward and gradient, in double so that only the formulas can differ;
+  // HardSwish's inputs cover its three pieces.
+  std::vector<double> xs = cpu::test::randomValues(64, -6, 6, 11);
+  std::vector<double> gs = cpu::test::randomValues(64, -2, 2, 12);
+  int64_t n = static_cast<int64_t>(xs.size());
+  OwnedTensor x = tensorOf(DType::F64, {n}, xs);
+  OwnedTensor g = tensorOf(DType::F64, {n}, gs);
+  std::vector<double> silu = valuesOf(cpuResult("Silu", true, attrs({}), {&x}, DType::F64, {n}));
+  std::vector<double> hswish =
+      valuesOf(cpuResult("HardSwish", false, attrs({}), {&x}, DType::F64, {n}));
+  std::vector<double> siluGrad =
+      valuesOf(cpuResult("SiluGrad", true, attrs({}), {&x, &g}, DType::F64, {n}));
+  std::vector<double> hswishGrad =
+      valuesOf(cpuResult("HardSwishGrad", true, attrs({}), {&x, &g}, DType::F64, {n}));
+  for (int64_t i = 0; i < n; ++i) {
+    std::string at = " at " + std::to_string(xs[i]);
+    expectNear(ew::silu(xs[i]), silu[i], 1e-14, "Silu" + at);
+    expectNear(ew::hardSwish(xs[i]), hswish[i], 1e-14, "HardSwish" + at);
+    expectNear(ew::siluGrad(xs[i], gs[i]), siluGrad[i], 1e-14, "SiluGrad" + at);
+    expectNear(ew::hardSwishGrad(xs[i], gs[i]), hswishGrad[i], 1e-14,
+               "HardSwishGrad" + at);
+  }
+}
+
 TEST(ElementwiseMath, GradientsMatchCpuInDouble) {
   std::vector<double> xs(kActivationInputs.begin(),
                          kActivationInputs.end() - 3);

@@ -98,6 +98,10 @@ llvm::Error gradRelu(GradientBuilder &b) {
   return setFused(b, "ReluGrad", b.input(0));
 }
 
+llvm::Error gradSilu(GradientBuilder &b) {
+  return setFused(b, "SiluGrad", b.input(0));
+}
+
 llvm::Error gradHardSigmoid(GradientBuilder &b) {
   AttributeList attrs;
   attrs.set(makeFloatAttr("alpha", b.attrs().getFloat("alpha", 0.2)));

@@ -41,11 +41,23 @@ enum class UnaryOpKind {
   Log,
   Erf,
   Not,
+  Silu,      ///< zinc.Silu: x sigmoid(x)
+  HardSwish, ///< x min(max(x + 3, 0), 6) / 6
 };
 
 /// The zinc gradient ops dx = f(v, dy): v is the forward input, or for
 /// Sigmoid and Tanh the forward output. Float types only.
-enum class GradOpKind { Relu, LeakyRelu, Gelu, GeluTanh, Sigmoid, Tanh, Erf };
+enum class GradOpKind {
+  Relu,
+  LeakyRelu,
+  Gelu,
+  GeluTanh,
+  Sigmoid,
+  Tanh,
+  Erf,
+  Silu,
+  HardSwish,
+};
 
 /// The op type, for diagnostics: "Add", "Gelu", "ReluGrad", ...
 llvm::StringRef opName(BinaryOpKind op);

@@ -179,6 +179,16 @@ llvm::Error runErfGrad(const KernelCall &call) {
   }, rowMath().erfGrad);
 }
 
+/// SiluGrad(x, dy): dy s (1 + x (1 - s)) with s = sigmoid(x), as PyTorch's
+/// silu_backward.
+llvm::Error runSiluGrad(const KernelCall &call) {
+  return runGradMap(call, [](auto x, auto g) {
+    using C = decltype(x);
+    C s = C(1) / (C(1) + std::exp(-x));
+    return g * (s * (C(1) + x * (C(1) - s)));
+  });
+}
+
 /// HardSigmoidGrad(x, dy) {alpha, beta}: alpha dy where the line is inside
 /// (0, 1), else 0: PyTorch's hardsigmoid_backward (-3 < x < 3 for its
 /// alpha 1/6, beta 1/2).
