@@ -121,9 +121,14 @@ static int64_t unrollableTrips(const onnx::NodeProto &node,
   int64_t count = trips->second.integerAt(0);
   if (count < 0 || count > kMaxUnrolledIterations)
     return -1;
+  // A model's size stays bounded: the copies together hold at most
+  // kMaxUnrolledNodes nodes.
+  if (count * std::max(body->node_size(), 1) > kMaxUnrolledNodes)
+    return -1;
   if (!node.input(1).empty()) {
     auto cond = known.find(node.input(1));
-    if (cond == known.end() || cond->second.realAt(0) == 0)
+    if (cond == known.end() || cond->second.numElements() != 1 ||
+        cond->second.realAt(0) == 0)
       return -1;
   }
   // Scan outputs are stacked: at least one iteration must give their shape.

@@ -23,11 +23,13 @@ bool isControlFlowOp(const onnx::NodeProto &node);
 int inlineTakenBranches(onnx::GraphProto &graph,
                         const llvm::DenseMap<int, bool> &takenBranch);
 
-/// The most iterations a Loop is unrolled to.
+/// The most iterations a Loop is unrolled to, and the most nodes its copies
+/// may add up to.
 constexpr int64_t kMaxUnrolledIterations = 4096;
+constexpr int64_t kMaxUnrolledNodes = int64_t(1) << 18;
 
 /// Unrolls each Loop whose trip count `known` holds (at most
-/// kMaxUnrolledIterations), whose condition stays true (absent, or a known
+/// kMaxUnrolledIterations and kMaxUnrolledNodes), whose condition stays true (absent, or a known
 /// true value the body passes on through Cast or Identity) and whose body
 /// holds no subgraph or initializer: the body's nodes are copied once per
 /// iteration with their values renamed, the iteration number a Constant, the

@@ -15,6 +15,9 @@ namespace zinc::frontend {
 
 using Names = std::vector<std::string>;
 
+/// The most elements a SplitToSequence is folded into.
+constexpr int64_t kMaxSequenceElements = int64_t(1) << 16;
+
 static int64_t intAttr(const onnx::NodeProto &n, llvm::StringRef name,
                        int64_t fallback) {
   for (const onnx::AttributeProto &a : n.attribute())
@@ -88,11 +91,17 @@ static Names splitElements(google::protobuf::RepeatedPtrField<onnx::NodeProto> &
   if (axis < 0 || axis >= rank)
     return {};
   int64_t dim = (*shape)[axis];
+  // Each element becomes a value of its own: a sequence of more stays
+  // unfolded (and is refused).
+  if (dim > kMaxSequenceElements)
+    return {};
   std::vector<int64_t> sizes;
   bool keepdims = true;
   if (node.input_size() > 1 && !node.input(1).empty()) {
     const ConstantTensor *split = knownValue(known, node.input(1));
     if (!split)
+      return {};
+    if (split->numElements() == 0)
       return {};
     if (split->dims.empty()) {
       int64_t piece = split->integerAt(0);
@@ -109,8 +118,11 @@ static Names splitElements(google::protobuf::RepeatedPtrField<onnx::NodeProto> &
     keepdims = intAttr(node, "keepdims", 1) != 0;
   }
   int64_t total = 0;
-  for (int64_t s : sizes)
+  for (int64_t s : sizes) {
+    if (s < 0 || s > dim)
+      return {};
     total += s;
+  }
   if (total != dim || sizes.empty())
     return {};
   std::string base = node.output(0);
@@ -264,7 +276,7 @@ bool foldSequences(onnx::GraphProto &graph,
       bool ok = true;
       if (node.input_size() > 2 && !node.input(2).empty()) {
         const ConstantTensor *pos = knownValue(known, node.input(2));
-        ok = pos != nullptr;
+        ok = pos && pos->numElements() == 1;
         if (ok) {
           at = pos->integerAt(0);
           at = at < 0 ? at + int64_t(list.size()) : at;
@@ -291,7 +303,10 @@ bool foldSequences(onnx::GraphProto &graph,
       }
     } else if (op == "SequenceAt" && seqOf(0)) {
       const Names &list = *seqOf(0);
-      const ConstantTensor *pos = knownValue(known, node.input(1));
+      const ConstantTensor *pos =
+          node.input_size() > 1 ? knownValue(known, node.input(1)) : nullptr;
+      if (pos && pos->numElements() != 1)
+        pos = nullptr;
       int64_t at = pos ? pos->integerAt(0) : -int64_t(list.size()) - 1;
       at = at < 0 ? at + int64_t(list.size()) : at;
       if (pos && at >= 0 && at < int64_t(list.size())) {
