@@ -13,12 +13,14 @@
 // Intermediates read elsewhere (or graph outputs) leave the pattern alone.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/passes/FusionPatterns.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Attribute.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include <cmath>
 
 namespace zinc::passes {
+using namespace fusion;
 namespace {
 
 class FuseGelu : public Pass {
@@ -27,59 +29,6 @@ public:
   llvm::StringRef getArgument() const override { return "fuse-gelu"; }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
-
-bool isOp(const ir::Node *n, llvm::StringRef op, size_t inputs) {
-  if (!n || !n->domain.empty() || n->opType != op || n->inputs.size() != inputs ||
-      n->outputs.size() != 1 || !n->outputs[0])
-    return false;
-  for (const ir::Value *v : n->inputs)
-    if (!v)
-      return false;
-  return true;
-}
-
-/// The node defining `v` when it is `op` with `inputs` operands.
-const ir::Node *defOf(const ir::Value *v, llvm::StringRef op, size_t inputs) {
-  return v && isOp(v->def, op, inputs) ? v->def : nullptr;
-}
-
-/// Whether `v` is a scalar Constant within float rounding of `want`.
-bool isConstant(const ir::Value *v, double want) {
-  const ir::Node *d = v ? v->def : nullptr;
-  if (!d || !d->domain.empty() || d->opType != "Constant")
-    return false;
-  const Attribute *a = d->attrs.find("value");
-  if (!a || a->kind != AttrKind::Tensor)
-    return false;
-  llvm::Optional<double> value = scalarValue(a->tensor);
-  return value && std::fabs(*value - want) <= 1e-6 * std::fabs(want);
-}
-
-/// For a binary node one of whose operands is the constant `c`: the other.
-ir::Value *otherThanConstant(const ir::Node *n, double c) {
-  if (isConstant(n->inputs[1], c))
-    return n->inputs[0];
-  if (isConstant(n->inputs[0], c))
-    return n->inputs[1];
-  return nullptr;
-}
-
-/// For a binary node one of whose operands is `v`: the other.
-ir::Value *otherThan(const ir::Node *n, const ir::Value *v) {
-  if (n->inputs[0] == v)
-    return n->inputs[1];
-  if (n->inputs[1] == v)
-    return n->inputs[0];
-  return nullptr;
-}
-
-/// The single node reading `v`, when `v` has exactly one use and is no
-/// graph output.
-const ir::Node *onlyUser(const ir::Graph &g, const ir::Value *v) {
-  if (g.isOutput(v) || v->uses().size() != 1)
-    return nullptr;
-  return v->uses()[0].user;
-}
 
 /// Whether `v` is x^3: Pow(x, 3), x * (x * x) or (x * x) * x.
 bool isCube(const ir::Value *v, const ir::Value *x) {

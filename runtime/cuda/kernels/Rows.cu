@@ -1,4 +1,4 @@
-//===- Rows.cu - LayerNormalization, its gradient, ReduceSum, ReduceMean --===//
+//===- Rows.cu - LayerNormalization, RmsNorm, their gradients, reductions -===//
 //
 // Row statistics are block reductions in float with a fixed shape (warp
 // shuffles, then the warps' partials added in order), so every result is
@@ -460,6 +460,56 @@ Error broadcastSumPlan(ArrayRef<int64_t> norm, ArrayRef<bool> broadcast,
                          Twine(kMaxViewRank) + " dimension groups");
 }
 
+//===----------------------------------------------------------------------===//
+// RmsNorm kernels (zinc.RmsNorm from fuse-rms-norm, over the last axis)
+//===----------------------------------------------------------------------===//
+
+/// 1 / sqrt(mean(x^2) + epsilon) of a row, to every thread of the block.
+template <typename T>
+__device__ float rowInverseRms(const T *row, int64_t d, float epsilon,
+                               float *shared) {
+  float q = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float v = loadF(row[j]);
+    q += v * v;
+  }
+  float mean = d ? blockSum(q, shared) / static_cast<float>(d) : 0.0f;
+  return 1.0f / sqrtf(mean + epsilon);
+}
+
+/// y = x r, one block per row (grid-stride).
+template <typename T>
+__global__ void rmsNormKernel(const T *__restrict__ x, T *__restrict__ y,
+                              int64_t outer, int64_t d, float epsilon) {
+  __shared__ float shared[32];
+  for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+    const T *row = x + o * d;
+    float inv = rowInverseRms(row, d, epsilon, shared);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      y[o * d + j] = storeF<T>(loadF(row[j]) * inv);
+  }
+}
+
+/// dx = r (dy - n mean(dy n)) with n = x r, one block per row.
+template <typename T>
+__global__ void rmsNormGradKernel(const T *__restrict__ x,
+                                  const T *__restrict__ dy, T *__restrict__ dx,
+                                  int64_t outer, int64_t d, float epsilon) {
+  __shared__ float shared[32];
+  for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+    const T *xr = x + o * d, *gr = dy + o * d;
+    float inv = rowInverseRms(xr, d, epsilon, shared);
+    float dot = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      dot += loadF(gr[j]) * (loadF(xr[j]) * inv);
+    float meanDot = d ? blockSum(dot, shared) / static_cast<float>(d) : 0.0f;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      float n = loadF(xr[j]) * inv;
+      dx[o * d + j] = storeF<T>(inv * (loadF(gr[j]) - n * meanDot));
+    }
+  }
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -757,6 +807,56 @@ Error runReduceSum(const CudaKernelCall &call) {
 }
 Error runReduceMean(const CudaKernelCall &call) {
   return runReduce<true>(call);
+}
+
+/// RmsNorm(x) -> y and RmsNormGrad(x, dy) -> dx: every operand of x's
+/// float type and shape.
+static Error checkRmsNorm(const CudaKernelCall &call, size_t inputs) {
+  const DeviceTensor *x = call.input(0), *y = call.output(0);
+  if (!x || !y || (inputs > 1 && !call.input(1)))
+    return cudaKernelError(call.opType + ": missing an operand");
+  for (const DeviceTensor *t : {call.input(inputs - 1), y})
+    if (t->dtype != x->dtype || t->shape != x->shape)
+      return cudaKernelError(call.opType + ": operands differ in type or shape");
+  if (x->shape.empty())
+    return cudaKernelError(call.opType + ": x must have rank >= 1");
+  return Error::success();
+}
+
+Error runRmsNorm(const CudaKernelCall &call) {
+  if (Error e = checkRmsNorm(call, 1))
+    return e;
+  const DeviceTensor &x = *call.input(0);
+  DeviceTensor &y = *call.output(0);
+  int64_t d = x.shape.back(), outer = d ? x.numElements() / d : 0;
+  float epsilon = static_cast<float>(call.attrs.getFloat("epsilon", 1e-6));
+  return dispatchFloat(x.dtype, call.opType, [&](auto tag) -> Error {
+    using T = decltype(tag);
+    if (outer == 0)
+      return Error::success();
+    rmsNormKernel<T><<<rowBlocks(outer), rowThreads(d), 0, call.stream>>>(
+        static_cast<const T *>(x.data), static_cast<T *>(y.data), outer, d,
+        epsilon);
+    return checkLaunch("rmsNormKernel");
+  });
+}
+
+Error runRmsNormGrad(const CudaKernelCall &call) {
+  if (Error e = checkRmsNorm(call, 2))
+    return e;
+  const DeviceTensor &x = *call.input(0), &dy = *call.input(1);
+  DeviceTensor &dx = *call.output(0);
+  int64_t d = x.shape.back(), outer = d ? x.numElements() / d : 0;
+  float epsilon = static_cast<float>(call.attrs.getFloat("epsilon", 1e-6));
+  return dispatchFloat(x.dtype, call.opType, [&](auto tag) -> Error {
+    using T = decltype(tag);
+    if (outer == 0)
+      return Error::success();
+    rmsNormGradKernel<T><<<rowBlocks(outer), rowThreads(d), 0, call.stream>>>(
+        static_cast<const T *>(x.data), static_cast<const T *>(dy.data),
+        static_cast<T *>(dx.data), outer, d, epsilon);
+    return checkLaunch("rmsNormGradKernel");
+  });
 }
 
 } // namespace zinc::cuda

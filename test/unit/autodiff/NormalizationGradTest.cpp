@@ -1,5 +1,6 @@
 //===- NormalizationGradTest.cpp - Softmax, LogSoftmax, LayerNorm vs FD ---===//
 #include "GradCheck.h"
+#include "RuleChecks.h"
 #include "gtest/gtest.h"
 
 using namespace zinc::test;
@@ -132,4 +133,26 @@ TEST(LayerNormalizationGrad, InsideResidualBlock) {
         "  p = MatMul(h, w)\n"
         "  y = Add(x, p)",
         {2, 3, 4});
+}
+
+TEST(NormalizationGrad, RmsNormFusedFromTheExportedFormula) {
+  // fuse-rms-norm makes the chain one zinc.RmsNorm
+  // (test/lit/passes/fuse-rms-norm.onnxtxt shows it); its gradient is
+  // zinc.RmsNormGrad, and the weight's comes through the Mul after it.
+  checkWeighted({{{"a", {3, 5}}, {"w", {5}}},
+                 "  two = Constant<value = double {2.0}>()\n"
+                 "  sq = Pow(a, two)\n"
+                 "  ms = ReduceMean<axes = [-1], keepdims = 1>(sq)\n"
+                 "  eps = Constant<value = double {1e-5}>()\n"
+                 "  v = Add(ms, eps)\n"
+                 "  s = Sqrt(v)\n"
+                 "  r = Reciprocal(s)\n"
+                 "  n = Mul(a, r)\n"
+                 "  y = Mul(w, n)",
+                 {3, 5},
+                 17,
+                 "",
+                 1e-6,
+                 1e-6,
+                 "fuse-rms-norm,build-training"});
 }

@@ -79,4 +79,13 @@ llvm::Error gradLayerNormalization(GradientBuilder &b) {
   return llvm::Error::success();
 }
 
+/// zinc.RmsNorm (from fuse-rms-norm): dx = zinc.RmsNormGrad(x, dy).
+llvm::Error gradRmsNorm(GradientBuilder &b) {
+  ir::Value *x = b.input(0);
+  AttributeList attrs;
+  attrs.set(makeFloatAttr("epsilon", b.attrs().getFloat("epsilon", 1e-6)));
+  return b.setGrad(0, b.zincOp("RmsNormGrad", {x, b.outputGrad(0)},
+                               {x->dtype, x->shape}, std::move(attrs)));
+}
+
 } // namespace zinc::autodiff
