@@ -62,6 +62,23 @@ for _name in zoo_models.VISION:
     _add(_name)
 
 
+def _resnet18_seeds(self):
+    """test_batchnorm_training.py's resnet18 (batch 8, 32x32) left seeds 1
+    and 3 unexplained: 4 steps of zinc moved away from PyTorch's float32 and
+    float64 runs alike. Their first updates match PyTorch's within a tenth of
+    the tolerance: the trajectories part by BatchNorm's ill-conditioning,
+    not by a wrong gradient."""
+    import models
+    for seed in (1, 3):
+        model, data = models.build("resnet18", seed=seed)
+        work = os.path.join(self.tmp.name, "resnet18-seed%d" % seed)
+        os.makedirs(work)
+        first_update.compare(self, self.compile_bin, self.run_bin, work, model, data)
+
+
+VisionZooTest.test_resnet18_first_update_seeds_1_and_3 = _resnet18_seeds
+
+
 @unittest.expectedFailure
 def _densenet_known_difference(self):
     """Open: densenet121's first update at 64x64 (seeds 30 and 31) differs
