@@ -212,16 +212,7 @@ int unrollConstantLoops(onnx::GraphProto &graph,
       for (size_t i = 0; i < scanned[s].size(); ++i) {
         std::string row = prefix + "/scan_" + std::to_string(s) + "_row_" +
                           std::to_string(i);
-        std::vector<std::string> ins{scanned[s][i]};
-        if (opset >= 13)
-          ins.push_back(axes);
-        onnx::NodeProto *u = appendNode(out, "Unsqueeze", row, ins, {row});
-        if (opset < 13) {
-          onnx::AttributeProto *a = u->add_attribute();
-          a->set_name("axes");
-          a->set_type(onnx::AttributeProto::INTS);
-          a->add_ints(0);
-        }
+        appendAxesOp(out, "Unsqueeze", row, scanned[s][i], 0, axes, opset);
         rows.push_back(row);
       }
       onnx::NodeProto *cat =

@@ -33,6 +33,23 @@ ConstantTensor int64Tensor(llvm::ArrayRef<int64_t> values,
   return t;
 }
 
+onnx::NodeProto *appendAxesOp(google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes,
+                              llvm::StringRef op, const std::string &name,
+                              const std::string &input, int64_t axis,
+                              const std::string &axesName, int64_t opset) {
+  std::vector<std::string> inputs{input};
+  if (opset >= 13)
+    inputs.push_back(axesName);
+  onnx::NodeProto *node = appendNode(nodes, op, name, inputs, {name});
+  if (opset < 13) {
+    onnx::AttributeProto *a = node->add_attribute();
+    a->set_name("axes");
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(axis);
+  }
+  return node;
+}
+
 void setIntAttribute(onnx::NodeProto &node, llvm::StringRef name, int64_t value) {
   onnx::AttributeProto *attr = node.add_attribute();
   attr->set_name(name.str());

@@ -24,6 +24,14 @@ void appendConstant(google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes,
 ConstantTensor int64Tensor(llvm::ArrayRef<int64_t> values,
                            llvm::ArrayRef<int64_t> dims);
 
+/// Appends `op` (Squeeze or Unsqueeze) of `input` along `axis`, named
+/// `name`: from opset 13 the axes are the input `axesName`, which the caller
+/// defines once (an int64[1] Constant of `axis`); an attribute before.
+onnx::NodeProto *appendAxesOp(google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes,
+                              llvm::StringRef op, const std::string &name,
+                              const std::string &input, int64_t axis,
+                              const std::string &axesName, int64_t opset);
+
 /// Sets an int attribute on `node`.
 void setIntAttribute(onnx::NodeProto &node, llvm::StringRef name, int64_t value);
 

@@ -154,16 +154,7 @@ static Names splitElements(google::protobuf::RepeatedPtrField<onnx::NodeProto> &
     appendConstant(out, axesName, int64Tensor({axis}, {1}));
   for (size_t k = 0; k < parts.size(); ++k) {
     std::string name = base + "/element_" + std::to_string(k);
-    std::vector<std::string> ins{parts[k]};
-    if (opset >= 13)
-      ins.push_back(axesName);
-    onnx::NodeProto *sq = appendNode(out, "Squeeze", name, ins, {name});
-    if (opset < 13) {
-      onnx::AttributeProto *a = sq->add_attribute();
-      a->set_name("axes");
-      a->set_type(onnx::AttributeProto::INTS);
-      a->add_ints(axis);
-    }
+    appendAxesOp(out, "Squeeze", name, parts[k], axis, axesName, opset);
     squeezed.push_back(name);
   }
   return squeezed;
@@ -327,16 +318,7 @@ bool foldSequences(onnx::GraphProto &graph,
           appendConstant(out, axesName, int64Tensor({axis}, {1}));
         for (size_t k = 0; k < parts.size(); ++k) {
           std::string row = name + "/element_" + std::to_string(k);
-          std::vector<std::string> ins{parts[k]};
-          if (opset >= 13)
-            ins.push_back(axesName);
-          onnx::NodeProto *u = appendNode(out, "Unsqueeze", row, ins, {row});
-          if (opset < 13) {
-            onnx::AttributeProto *a = u->add_attribute();
-            a->set_name("axes");
-            a->set_type(onnx::AttributeProto::INTS);
-            a->add_ints(axis);
-          }
+          appendAxesOp(out, "Unsqueeze", row, parts[k], axis, axesName, opset);
           parts[k] = row;
         }
       }

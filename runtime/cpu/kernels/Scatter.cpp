@@ -95,6 +95,16 @@ static llvm::Expected<int64_t> wrapIndex(const KernelCall &call,
                      llvm::Twine(size));
 }
 
+/// Steps the row-major index `idx` of `shape` to the next element.
+static void nextIndex(llvm::SmallVectorImpl<int64_t> &idx,
+                      llvm::ArrayRef<int64_t> shape) {
+  for (size_t d = idx.size(); d-- > 0;) {
+    if (++idx[d] < shape[d])
+      return;
+    idx[d] = 0;
+  }
+}
+
 /// ScatterND(data, indices, updates) {reduction}: indices [..., k] pick
 /// slices data[i0, ..., ik-1] of the trailing dimensions.
 llvm::Error runScatterND(const KernelCall &call) {
@@ -178,11 +188,7 @@ llvm::Error runScatterElements(const KernelCall &call) {
       for (int64_t d = 0; d < rank; ++d)
         offset += (d == *axis ? *i : idx[d]) * strides[d];
       combine(po[offset], pu[p], *kind);
-      for (int64_t d = rank; d-- > 0;) {
-        if (++idx[d] < indices.shape[d])
-          break;
-        idx[d] = 0;
-      }
+      nextIndex(idx, indices.shape);
     }
     return llvm::Error::success();
   });
@@ -218,11 +224,7 @@ llvm::Error runGatherElements(const KernelCall &call) {
     for (int64_t d = 0; d < rank; ++d)
       offset += (d == *axis ? *i : idx[d]) * strides[d];
     std::memcpy(dst + p * es, src + offset * es, es);
-    for (int64_t d = rank; d-- > 0;) {
-      if (++idx[d] < indices->shape[d])
-        break;
-      idx[d] = 0;
-    }
+    nextIndex(idx, indices->shape);
   }
   return llvm::Error::success();
 }

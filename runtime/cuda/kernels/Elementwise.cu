@@ -103,6 +103,8 @@ ZINC_EW_MATH2(AddMath, addValues)
 ZINC_EW_MATH2(SubMath, subValues)
 ZINC_EW_MATH2(MulMath, mulValues)
 ZINC_EW_MATH2(DivMath, divValues)
+ZINC_EW_MATH2(MaxMath, maxValues)
+ZINC_EW_MATH2(MinMath, minValues)
 ZINC_EW_MATH2(ReluGradMath, reluGrad)
 ZINC_EW_MATH2(GeluGradMath, geluErfGrad)
 ZINC_EW_MATH2(GeluTanhGradMath, geluTanhGrad)
@@ -158,8 +160,14 @@ struct NotFn {
 struct AndFn {
   __device__ bool operator()(bool a, bool b) const { return a && b; }
 };
+struct OrFn {
+  __device__ bool operator()(bool a, bool b) const { return a || b; }
+};
+struct XorFn {
+  __device__ bool operator()(bool a, bool b) const { return a != b; }
+};
 
-enum class CompareKind { Equal, Less, Greater };
+enum class CompareKind { Equal, Less, Greater, LessOrEqual, GreaterOrEqual };
 /// Compares compute values, as the cpu does (16-bit floats as float).
 template <CompareKind K> struct CompareFn {
   template <typename T> __device__ bool operator()(T a, T b) const {
@@ -168,6 +176,10 @@ template <CompareKind K> struct CompareFn {
       return x == z;
     else if constexpr (K == CompareKind::Less)
       return x < z;
+    else if constexpr (K == CompareKind::LessOrEqual)
+      return x <= z;
+    else if constexpr (K == CompareKind::GreaterOrEqual)
+      return x >= z;
     else
       return x > z;
   }
@@ -402,6 +414,18 @@ llvm::StringRef opName(BinaryOpKind op) {
     return "Greater";
   case BinaryOpKind::And:
     return "And";
+  case BinaryOpKind::LessOrEqual:
+    return "LessOrEqual";
+  case BinaryOpKind::GreaterOrEqual:
+    return "GreaterOrEqual";
+  case BinaryOpKind::Or:
+    return "Or";
+  case BinaryOpKind::Xor:
+    return "Xor";
+  case BinaryOpKind::Max:
+    return "Max";
+  case BinaryOpKind::Min:
+    return "Min";
   }
   return "?";
 }
@@ -812,7 +836,8 @@ llvm::Error launchBinary(BinaryOpKind op, const DeviceTensor &a,
                          cudaStream_t stream) {
   llvm::StringRef name = opName(op);
   bool compare = op == BinaryOpKind::Equal || op == BinaryOpKind::Less ||
-                 op == BinaryOpKind::Greater;
+                 op == BinaryOpKind::Greater || op == BinaryOpKind::LessOrEqual ||
+                 op == BinaryOpKind::GreaterOrEqual;
   if (op == BinaryOpKind::Pow) {
     if (a.dtype != y.dtype)
       return makeError("Pow: base has element type " + dtypeName(a.dtype) +
@@ -833,23 +858,42 @@ llvm::Error launchBinary(BinaryOpKind op, const DeviceTensor &a,
 
   switch (op) {
   case BinaryOpKind::And:
+  case BinaryOpKind::Or:
+  case BinaryOpKind::Xor:
     if (a.dtype != DType::Bool)
       return unsupportedType(name, a.dtype);
+    if (op == BinaryOpKind::Or)
+      return queueBinary<false, bool, bool, bool>(OrFn{}, a, b, y, m, stream,
+                                                  name);
+    if (op == BinaryOpKind::Xor)
+      return queueBinary<false, bool, bool, bool>(XorFn{}, a, b, y, m, stream,
+                                                  name);
     return queueBinary<false, bool, bool, bool>(AndFn{}, a, b, y, m, stream,
                                                 name);
   case BinaryOpKind::Equal:
   case BinaryOpKind::Less:
-  case BinaryOpKind::Greater: {
+  case BinaryOpKind::Greater:
+  case BinaryOpKind::LessOrEqual:
+  case BinaryOpKind::GreaterOrEqual: {
     auto run = [&](auto tag) -> llvm::Error {
       using T = decltype(tag);
-      if (op == BinaryOpKind::Equal)
+      switch (op) {
+      case BinaryOpKind::Equal:
         return queueBinary<false, T, T, bool>(CompareFn<CompareKind::Equal>{},
                                               a, b, y, m, stream, name);
-      if (op == BinaryOpKind::Less)
+      case BinaryOpKind::Less:
         return queueBinary<false, T, T, bool>(CompareFn<CompareKind::Less>{}, a,
                                               b, y, m, stream, name);
-      return queueBinary<false, T, T, bool>(CompareFn<CompareKind::Greater>{},
-                                            a, b, y, m, stream, name);
+      case BinaryOpKind::LessOrEqual:
+        return queueBinary<false, T, T, bool>(
+            CompareFn<CompareKind::LessOrEqual>{}, a, b, y, m, stream, name);
+      case BinaryOpKind::GreaterOrEqual:
+        return queueBinary<false, T, T, bool>(
+            CompareFn<CompareKind::GreaterOrEqual>{}, a, b, y, m, stream, name);
+      default:
+        return queueBinary<false, T, T, bool>(CompareFn<CompareKind::Greater>{},
+                                              a, b, y, m, stream, name);
+      }
     };
     if (a.dtype == DType::Bool)
       return run(bool{});
@@ -872,6 +916,12 @@ llvm::Error launchBinary(BinaryOpKind op, const DeviceTensor &a,
                                           stream, name);
     case BinaryOpKind::Mul:
       return queueBinary<narrow, T, T, T>(SameType2<MulMath>{}, a, b, y, m,
+                                          stream, name);
+    case BinaryOpKind::Max:
+      return queueBinary<narrow, T, T, T>(SameType2<MaxMath>{}, a, b, y, m,
+                                          stream, name);
+    case BinaryOpKind::Min:
+      return queueBinary<narrow, T, T, T>(SameType2<MinMath>{}, a, b, y, m,
                                           stream, name);
     default:
       return queueBinary<narrow, T, T, T>(SameType2<DivMath>{}, a, b, y, m,

@@ -77,6 +77,21 @@ template <typename C> ZINC_HD C subValues(C a, C b) {
   else
     return a - b;
 }
+/// Max and Min as the cpu's: NaN wins, ties take a.
+template <typename C> ZINC_HD C maxValues(C a, C b) {
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  return a >= b ? a : b;
+}
+template <typename C> ZINC_HD C minValues(C a, C b) {
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  return a <= b ? a : b;
+}
 template <typename C> ZINC_HD C mulValues(C a, C b) {
   if constexpr (std::is_integral_v<C>)
     return static_cast<C>(WrapT<C>(a) * WrapT<C>(b));

@@ -79,6 +79,33 @@ llvm::Error runLess(const CudaKernelCall &call) {
 llvm::Error runGreater(const CudaKernelCall &call) {
   return runBinary(call, BinaryOpKind::Greater);
 }
+llvm::Error runLessOrEqual(const CudaKernelCall &call) {
+  return runBinary(call, BinaryOpKind::LessOrEqual);
+}
+llvm::Error runGreaterOrEqual(const CudaKernelCall &call) {
+  return runBinary(call, BinaryOpKind::GreaterOrEqual);
+}
+llvm::Error runOr(const CudaKernelCall &call) {
+  return runBinary(call, BinaryOpKind::Or);
+}
+llvm::Error runXor(const CudaKernelCall &call) {
+  return runBinary(call, BinaryOpKind::Xor);
+}
+/// Max and Min of two inputs (what PyTorch exports for torch.max(a, b));
+/// more are refused by name.
+static llvm::Error runExtremum(const CudaKernelCall &call, BinaryOpKind op) {
+  if (call.inputs.size() != 2)
+    return cudaKernelError("unsupported: " + call.opType + " of " +
+                           llvm::Twine(call.inputs.size()) +
+                           " inputs on the cuda backend (two)");
+  return runBinary(call, op);
+}
+llvm::Error runMax(const CudaKernelCall &call) {
+  return runExtremum(call, BinaryOpKind::Max);
+}
+llvm::Error runMin(const CudaKernelCall &call) {
+  return runExtremum(call, BinaryOpKind::Min);
+}
 llvm::Error runAnd(const CudaKernelCall &call) {
   return runBinary(call, BinaryOpKind::And);
 }

@@ -148,6 +148,21 @@ TEST(ElementwiseMath, SiluAndHardSwishMatchCpuInDouble) {
   }
 }
 
+TEST(ElementwiseMath, MaxAndMinMatchCpuWithNaNAndTies) {
+  std::vector<double> as = {1, -2, 3, NAN, 5, 0.5};
+  std::vector<double> bs = {2, -2, NAN, 1, -5, 0.25};
+  int64_t n = static_cast<int64_t>(as.size());
+  OwnedTensor a = tensorOf(DType::F64, {n}, as);
+  OwnedTensor b = tensorOf(DType::F64, {n}, bs);
+  std::vector<double> mx = valuesOf(cpuResult("Max", false, attrs({}), {&a, &b}, DType::F64, {n}));
+  std::vector<double> mn = valuesOf(cpuResult("Min", false, attrs({}), {&a, &b}, DType::F64, {n}));
+  for (int64_t i = 0; i < n; ++i) {
+    double wantMax = ew::maxValues(as[i], bs[i]), wantMin = ew::minValues(as[i], bs[i]);
+    EXPECT_TRUE(std::isnan(wantMax) ? std::isnan(mx[i]) : wantMax == mx[i]) << "Max at " << i;
+    EXPECT_TRUE(std::isnan(wantMin) ? std::isnan(mn[i]) : wantMin == mn[i]) << "Min at " << i;
+  }
+}
+
 TEST(ElementwiseMath, GradientsMatchCpuInDouble) {
   std::vector<double> xs(kActivationInputs.begin(),
                          kActivationInputs.end() - 3);
@@ -306,11 +321,21 @@ TEST(CudaElementwiseNoDevice, EveryOpHasAKernel) {
        {"Add",        "Sub",       "Mul",     "Div",  "Pow",   "Sqrt",
         "Reciprocal", "Neg",       "Exp",     "Log",  "Erf",   "Tanh",
         "Relu",       "LeakyRelu", "Sigmoid", "Gelu", "Where", "Equal",
-        "Less",       "Greater",   "Not",     "And",  "Cast",  "CastLike"})
+        "Less",       "Greater",   "Not",     "And",  "Cast",  "CastLike",
+        "LessOrEqual", "GreaterOrEqual", "Or", "Xor", "Max", "Min", "HardSwish"})
     EXPECT_NE(lookupCudaKernel("", op), nullptr) << op;
   for (const char *op : {"ReluGrad", "LeakyReluGrad", "GeluGrad", "SigmoidGrad",
-                         "TanhGrad", "ErfGrad"})
+                         "TanhGrad", "ErfGrad", "Silu", "SiluGrad",
+                         "HardSwishGrad", "RmsNorm", "RmsNormGrad"})
     EXPECT_NE(lookupCudaKernel("zinc", op), nullptr) << op;
+}
+
+TEST(CudaElementwiseNoDevice, MaxOfThreeInputsIsRefusedByName) {
+  auto t = shapeOnly;
+  EXPECT_EQ(refusal("Max", attrs({}),
+                    {t(DType::F32, {2}), t(DType::F32, {2}), t(DType::F32, {2})},
+                    t(DType::F32, {2})),
+            "unsupported: Max of 3 inputs on the cuda backend (two)");
 }
 
 TEST(CudaElementwiseNoDevice, ShapeAndTypeErrorsBeforeAnyLaunch) {

@@ -21,8 +21,25 @@ namespace zinc::cuda {
 /// (integer x / 0 gives 0: see elementwise::divValues). Pow: y has a's
 /// type; a float base takes an exponent of any float type, i32 or i64, an
 /// i32 or i64 base an exponent of i32, i64, f32 or f64. Equal, Less,
-/// Greater: a and b of one type (Add's, or bool), y bool. And: all bool.
-enum class BinaryOpKind { Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And };
+/// Greater, LessOrEqual, GreaterOrEqual: a and b of one type (Add's, or
+/// bool), y bool. And, Or, Xor: all bool. Max, Min: Add's types, NaN wins.
+enum class BinaryOpKind {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Equal,
+  Less,
+  Greater,
+  And,
+  LessOrEqual,
+  GreaterOrEqual,
+  Or,
+  Xor,
+  Max,
+  Min,
+};
 
 /// Gelu is the exact (erf) form, ONNX's approximate="none"; GeluTanh is
 /// approximate="tanh". Relu and Neg also take i32 and i64, Not only bool;
