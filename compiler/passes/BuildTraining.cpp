@@ -45,7 +45,11 @@ public:
       slot = grad;
       return;
     }
-    std::string name = g.uniqueValueName(v->name + ".grad");
+    // A parameter's "<name>.grad" is its whole gradient (the output of a
+    // step without optimizer is found by that name): partial sums of a
+    // parameter's gradient are named apart.
+    std::string name = g.uniqueValueName(
+        v->name + (v->role == ir::ValueRole::Parameter ? ".grad_partial" : ".grad"));
     ir::Value *sum = g.addValue(name, grad->dtype, grad->shape,
                                 ir::ValueRole::Activation);
     g.addNode("Add", g.uniqueNodeName(from.name + "/grad/accumulate_" + llvm::utostr(count++)),

@@ -199,3 +199,14 @@ TEST(DataMovementGrad, SliceNonConstantArgumentIsRefused) {
       std::string::npos)
       << err;
 }
+
+TEST(DataMovementGrad, ParameterReadByTwoConcatsGetsBothParts) {
+  // a's gradient is the sum of two parts; the check reads "a.grad", which
+  // must be that sum and not the first part (partial sums of a parameter's
+  // gradient are named apart).
+  checkWeighted({{{"a", {2, 3}}, {"b", {2, 2}}},
+                 "  c1 = Concat<axis = 1>(a, b)\n"
+                 "  c2 = Concat<axis = 1>(a, b, b)\n"
+                 "  y = Concat<axis = 1>(c1, c2)",
+                 {2, 12}});
+}
