@@ -140,6 +140,12 @@ static int64_t unrollableTrips(const onnx::NodeProto &node,
 int unrollConstantLoops(onnx::GraphProto &graph,
                         const llvm::StringMap<ConstantTensor> &known,
                         int64_t opset) {
+  // Every fold round calls this: a graph with nothing to unroll is left
+  // untouched, not rebuilt.
+  if (llvm::none_of(graph.node(), [&](const onnx::NodeProto &n) {
+        return unrollableTrips(n, known) >= 0;
+      }))
+    return 0;
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   nodes.Swap(graph.mutable_node());
   auto &out = *graph.mutable_node();

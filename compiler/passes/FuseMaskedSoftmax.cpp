@@ -16,11 +16,13 @@
 // reads mask row r % (mask rows).
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/passes/FusionPatterns.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Attribute.h"
 #include <cmath>
 
 namespace zinc::passes {
+using fusion::constantScalar;
 namespace {
 
 class FuseMaskedSoftmax : public Pass {
@@ -29,17 +31,6 @@ public:
   llvm::StringRef getArgument() const override { return "fuse-masked-softmax"; }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
-
-/// The scalar value of a Constant node's output, if `v` is one.
-llvm::Optional<double> constantScalar(const ir::Value *v) {
-  const ir::Node *d = v ? v->def : nullptr;
-  if (!d || !d->domain.empty() || d->opType != "Constant")
-    return llvm::None;
-  const Attribute *a = d->attrs.find("value");
-  if (!a || a->kind != AttrKind::Tensor)
-    return llvm::None;
-  return scalarValue(a->tensor);
-}
 
 bool isOnnx(const ir::Node *n, llvm::StringRef op, size_t inputs) {
   return n && n->domain.empty() && n->opType == op &&
