@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <sys/mman.h>
 
@@ -213,8 +214,12 @@ Program::create(plan::Plan source, const LoadOptions &opts, bool verify) {
   if (verify)
     if (auto err = plan::verifyPlan(prog->plan))
       return err;
-  if (auto err = prog->loadWeights())
+  auto weightsStart = std::chrono::steady_clock::now();
+  if (auto err = prog->loadWeights(opts))
     return err;
+  prog->weightSeconds = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - weightsStart)
+                            .count();
   return prog;
 }
 
@@ -573,7 +578,7 @@ llvm::Error Program::prepare() {
   return llvm::Error::success();
 }
 
-llvm::Error Program::loadWeights() {
+llvm::Error Program::loadWeights(const LoadOptions &opts) {
   cpu::TensorRef staging;
   auto tensorOf = [&](int id) -> cpu::TensorRef & {
     if (places[id].tier != plan::TIER_NVME)
@@ -595,7 +600,30 @@ llvm::Error Program::loadWeights() {
                         "initializer '" + plan.tensors(id).init().name() + "'");
     return llvm::Error::success();
   };
-  return loadInitializers(plan, tensorOf, loaded, rank());
+  if (!opts.randomInit)
+    return loadInitializers(plan, tensorOf, loaded, rank());
+  // --init=random: what the generator does not fill (constants, frozen
+  // parameters) still comes from the model.
+  std::vector<RandomFillKind> kinds = classifyRandomInit(plan);
+  if (auto err = loadInitializers(
+          plan, tensorOf, loaded, rank(), [&](const plan::Tensor &t) {
+            return kinds[t.id()] == RandomFillKind::Model;
+          }))
+    return err;
+  auto targets = planRandomInit(plan, rank());
+  if (!targets)
+    return targets.takeError();
+  initSeed = opts.initSeed;
+  for (const RandomInitTarget &target : *targets) {
+    if (opts.deviceGeneratesGpuTier && places[target.tensor].tier == plan::TIER_GPU) {
+      pendingDeviceInit.push_back(target);
+      continue;
+    }
+    fillRandomInit(target, tensorOf(target.tensor), opts.initSeed);
+    if (auto err = loaded(target.tensor))
+      return err;
+  }
+  return llvm::Error::success();
 }
 
 /// A zeroed buffer of its own holding an NVMe tensor's whole sectors: used

@@ -11,6 +11,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <cstring>
 #include <random>
@@ -165,6 +166,19 @@ static llvm::json::Value metricsLine(const StepReport &r) {
     line["loss_scale"] = *r.lossScale;
     line["skipped"] = r.skipped;
   }
+  if (r.startup) {
+    const StartupReport &s = *r.startup;
+    line["startup"] = llvm::json::Object{
+        {"seconds_to_first_step", s.totalSeconds},
+        {"plan_seconds", s.times.planSeconds},
+        {"weights_seconds", s.times.weightsSeconds},
+        {"weights", s.times.randomInit ? "random" : "model"},
+        {"pin_seconds", s.times.pinSeconds},
+        {"device_seconds", s.times.deviceSeconds},
+        {"resume_seconds", s.resumeSeconds},
+        {"to_device_seconds", s.toDeviceSeconds},
+        {"first_step_seconds", s.firstStepSeconds}};
+  }
   return llvm::json::Value(std::move(line));
 }
 
@@ -276,10 +290,25 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   // Rank 0 writes the run's files; every rank takes part in gathering
   // what they hold.
   bool reporting = program.rank() == 0;
+  using Clock = std::chrono::steady_clock;
+  auto secondsSince = [](Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  };
+  llvm::Optional<StartupReport> startup;
+  if (opts.startup) {
+    startup.emplace();
+    startup->times = *opts.startup;
+  }
   if (!opts.resumePath.empty()) {
+    auto resumeStart = Clock::now();
     auto resumed = resumeFromCheckpoint(program, opts.resumePath);
     if (!resumed)
       return resumed.takeError();
+    if (startup)
+      startup->resumeSeconds = secondsSince(resumeStart);
+    // The checkpoint's values are in host memory now: nothing is left for
+    // the device to generate (--init=random).
+    program.clearDeviceInit();
     firstStep = resumed->stepsDone;
     // The data position and the Dropout masks follow from the step and
     // the seed: the checkpoint's seed continues its run.
@@ -344,9 +373,12 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   if (!executor)
     return executor.takeError();
   // The device starts from the weights loaded (or resumed) in host memory.
+  auto toDeviceStart = Clock::now();
   if (opts.hooks)
     if (auto err = opts.hooks->stateToDevice())
       return err;
+  if (startup)
+    startup->toDeviceSeconds = opts.hooks ? secondsSince(toDeviceStart) : 0;
   auto stateToHost = [&]() -> llvm::Error {
     return opts.hooks ? opts.hooks->stateToHost() : llvm::Error::success();
   };
@@ -387,6 +419,11 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
                                      "the loss's all-reduce"))
         return addContext(std::move(err), "step " + llvm::Twine(step));
       report.loss = loss;
+    }
+    if (startup && step == firstStep) {
+      startup->firstStepSeconds = report.seconds;
+      startup->totalSeconds = secondsSince(startup->times.began);
+      report.startup = startup;
     }
     if (plan.has_loss_scaling()) {
       report.lossScale = readScalar(program.tensor(plan.loss_scaling().scale()));

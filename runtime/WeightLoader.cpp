@@ -212,13 +212,14 @@ static llvm::Error copyInlineShare(const onnx::TensorProto &src,
 llvm::Error loadInitializers(const plan::Plan &plan,
                              llvm::function_ref<cpu::TensorRef &(int)> tensorOf,
                              llvm::function_ref<llvm::Error(int)> loaded,
-                             unsigned rank) {
+                             unsigned rank,
+                             llvm::function_ref<bool(const plan::Tensor &)> wanted) {
   onnx::ModelProto model;
   llvm::StringMap<const onnx::TensorProto *> inlineByName;
   bool parsed = false;
   std::vector<uint8_t> wholeInline;
   for (const plan::Tensor &t : plan.tensors()) {
-    if (!t.has_init())
+    if (!t.has_init() || (wanted && !wanted(t)))
       continue;
     cpu::TensorRef &dest = tensorOf(t.id());
     // A 16-bit State with an initializer is the compute-precision copy of an

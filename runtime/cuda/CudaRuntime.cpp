@@ -9,8 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cuda/CudaRuntime.h"
 #include "kernels/ArenaWatermark.h"
+#include "kernels/RandomInitKernel.h"
 #include "zinc/plan/PlanNames.h"
 #include "zinc/runtime/Executor.h"
+#include "zinc/runtime/PinPlan.h"
 #include "zinc/runtime/cuda/CublasLtGemm.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "zinc/runtime/cuda/CudaKernel.h"
@@ -19,9 +21,13 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <thread>
 
 namespace zinc::cuda {
 namespace {
@@ -95,8 +101,8 @@ public:
   explicit CudaRuntime(Program &program) : program(program) {}
   ~CudaRuntime() override {
     // Nothing to report to here; release errors only matter mid-run.
-    if (cpuRegistered)
-      (void)cudaHostUnregister(program.cpuArena().base());
+    for (void *chunk : pinnedChunks)
+      (void)cudaHostUnregister(chunk);
   }
 
   llvm::Error start(const CudaRuntimeOptions &opts);
@@ -111,6 +117,7 @@ public:
   llvm::Error inputsToDevice(llvm::ArrayRef<uint32_t> ids) override;
   llvm::Error stateToDevice() override;
   llvm::Error stateToHost() override;
+  double pinSeconds() const override { return pinTime; }
 
 private:
   unsigned indexOf(const PreparedInstruction &inst) const {
@@ -128,6 +135,10 @@ private:
   }
   llvm::Error checkKernels();
   llvm::Error layOut(const CudaRuntimeOptions &opts);
+  /// Page-locks what the device streams' copies touch in the CPU tier.
+  llvm::Error pinCpuTier(int device);
+  /// Generates Program::deviceInit()'s tensors in device memory.
+  llvm::Error generateOnDevice();
   llvm::Error computeOnHost();
   /// Readers of tensor `id` get `pinned`, its value computed at start-up.
   void givePinned(uint32_t id, const void *pinned);
@@ -141,7 +152,9 @@ private:
   uint64_t planBytes = 0;
   unsigned long long *watermarkSlot = nullptr;
   uint64_t watermarkWords = 0;
-  bool cpuRegistered = false;
+  /// The CPU tier's page-locked chunks (PinPlan.h), and the time they took.
+  std::vector<void *> pinnedChunks;
+  double pinTime = 0;
   std::map<plan::Stream, Stream> streams;
   std::map<plan::Stream, std::unique_ptr<GemmContext>> gemms;
   std::map<plan::Stream, void *> scratch;
@@ -272,14 +285,8 @@ llvm::Error CudaRuntime::layOut(const CudaRuntimeOptions &opts) {
     return err;
   ZINC_CUDA_TRY(cudaDeviceSynchronize());
 
-  // The CPU tier: page-locked where it lies, so that copies to and from it
-  // are DMA that overlaps compute.
-  if (program.cpuArena().size()) {
-    ZINC_CUDA_TRY(cudaHostRegister(program.cpuArena().base(),
-                                   program.cpuArena().size(),
-                                   cudaHostRegisterDefault));
-    cpuRegistered = true;
-  }
+  if (auto err = pinCpuTier(opts.device))
+    return err;
 
   tensors.resize(plan.tensors_size());
   for (int i = 0; i < plan.tensors_size(); ++i) {
@@ -291,6 +298,69 @@ llvm::Error CudaRuntime::layOut(const CudaRuntimeOptions &opts) {
                           ? static_cast<uint8_t *>(planBase) + place.offset
                           : nullptr;
   }
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::pinCpuTier(int device) {
+  // The CPU tier's pages that device-stream copies read or write are
+  // page-locked where they lie, so those copies are DMA that overlaps
+  // compute; the rest (master weights, optimizer moments) only the host
+  // touches. Locking is per page, so the chunks are locked by several
+  // threads at once (docs/cuda-backend.md).
+  auto start = std::chrono::steady_clock::now();
+  uint8_t *base = program.cpuArena().base();
+  std::vector<rt::ByteRange> chunks = rt::planPinnedChunks(
+      rt::cpuTierDmaRanges(program), program.cpuArena().size());
+  std::vector<cudaError_t> results(chunks.size(), cudaSuccess);
+  std::atomic<size_t> next{0};
+  auto lockChunks = [&] {
+    cudaError_t set = cudaSetDevice(device);
+    for (size_t i; (i = next++) < chunks.size();)
+      results[i] = set != cudaSuccess
+                       ? set
+                       : cudaHostRegister(base + chunks[i].begin,
+                                          chunks[i].end - chunks[i].begin,
+                                          cudaHostRegisterDefault);
+  };
+  unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  size_t workers = std::min<size_t>(chunks.size(), std::min(8u, hardware));
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < workers; ++w)
+    threads.emplace_back(lockChunks);
+  lockChunks();
+  for (std::thread &t : threads)
+    t.join();
+  llvm::Error first = llvm::Error::success();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (results[i] == cudaSuccess) {
+      pinnedChunks.push_back(base + chunks[i].begin);
+      continue;
+    }
+    if (!first)
+      first = checkCuda(results[i], "cudaHostRegister(" +
+                                        llvm::Twine(chunks[i].end - chunks[i].begin) +
+                                        " bytes of the CPU tier at byte " +
+                                        llvm::Twine(chunks[i].begin) + ")");
+  }
+  pinTime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                .count();
+  return first;
+}
+
+llvm::Error CudaRuntime::generateOnDevice() {
+  for (const rt::RandomInitTarget &target : program.deviceInit()) {
+    DeviceFillKind kind = target.kind == rt::RandomFillKind::Normal ? DeviceFillKind::Normal
+                          : target.kind == rt::RandomFillKind::One  ? DeviceFillKind::One
+                                                                    : DeviceFillKind::Zero;
+    const DeviceTensor &t = tensors[target.tensor];
+    if (auto err = queueRandomInit(t.data, t.dtype, program.tensor(target.tensor).numElements(),
+                                   kind, target.key, target.map,
+                                   program.deviceInitSeed(), nullptr))
+      return addContext(std::move(err), "--init=random of '" +
+                                            program.getPlan().tensors(target.tensor).name() +
+                                            "'");
+  }
+  ZINC_CUDA_TRY(cudaDeviceSynchronize());
   return llvm::Error::success();
 }
 
@@ -588,10 +658,21 @@ llvm::Error CudaRuntime::inputsToDevice(llvm::ArrayRef<uint32_t> ids) {
 }
 
 llvm::Error CudaRuntime::stateToDevice() {
+  // --init=random's GPU-tier tensors are made on the device; their host
+  // mirror holds nothing to copy.
+  llvm::DenseSet<uint32_t> generated;
+  for (const rt::RandomInitTarget &target : program.deviceInit())
+    generated.insert(target.tensor);
   for (const plan::Tensor &t : program.getPlan().tensors())
-    if (persistentRole(t.role()))
+    if (persistentRole(t.role()) && !generated.contains(t.id()))
       if (auto err = copyTensor(t.id(), /*toDevice=*/true))
         return err;
+  if (generated.empty())
+    return llvm::Error::success();
+  if (auto err = generateOnDevice())
+    return err;
+  // Made once: a later call (none today) copies the mirror as usual.
+  program.clearDeviceInit();
   return llvm::Error::success();
 }
 

@@ -55,6 +55,10 @@ public:
   /// resume), out before a checkpoint or saved weights are written.
   virtual llvm::Error stateToDevice() = 0;
   virtual llvm::Error stateToHost() = 0;
+
+  /// Measured: seconds start-up spent page-locking host memory for DMA
+  /// (zinc-run's start-up report).
+  virtual double pinSeconds() const { return 0; }
 };
 
 } // namespace zinc::rt

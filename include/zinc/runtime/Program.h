@@ -4,6 +4,7 @@
 
 #include "zinc/plan/PlanFile.h"
 #include "zinc/runtime/NvmeStore.h"
+#include "zinc/runtime/RandomInit.h"
 #include "zinc/runtime/cpu/Kernel.h"
 #include "llvm/Support/Error.h"
 #include <memory>
@@ -123,6 +124,14 @@ struct LoadOptions {
   /// rank: shards load this rank's share, collectives run over it. The
   /// plan's rank count must be its size.
   comm::Communicator *comm = nullptr;
+  /// zinc-run --init=random: trained parameters (and BatchNorm running
+  /// statistics) come from the generator seeded `initSeed`
+  /// (RandomInit.h), and no initializer of theirs is read.
+  bool randomInit = false;
+  uint64_t initSeed = 0;
+  /// With randomInit: GPU-tier tensors are left to the device backend,
+  /// which generates them in device memory (Program::deviceInit()).
+  bool deviceGeneratesGpuTier = false;
 };
 
 /// Where a tensor lives.
@@ -165,6 +174,15 @@ public:
   /// Staging for NVMe transfers that cannot go direct (kIoAlignment-aligned).
   uint8_t *bounceBuffer() const { return bounce.base(); }
 
+  /// --init=random's GPU-tier tensors that the device backend generates
+  /// (LoadOptions::deviceGeneratesGpuTier), under deviceInitSeed(); empty
+  /// once cleared (a resume put the checkpoint's values in host memory).
+  llvm::ArrayRef<RandomInitTarget> deviceInit() const { return pendingDeviceInit; }
+  uint64_t deviceInitSeed() const { return initSeed; }
+  void clearDeviceInit() { pendingDeviceInit.clear(); }
+  /// Measured: seconds load() spent loading or generating initializers.
+  double weightsSeconds() const { return weightSeconds; }
+
   /// Reads an NVMe-tier tensor's bytes into `dst` (tests, --save-weights).
   llvm::Error readNvmeTensor(int id, void *dst) const;
   /// Writes `src` (the tensor's bytes) into an NVMe-tier tensor (resuming
@@ -186,7 +204,7 @@ private:
   /// Sets a kernel instruction's workspace from its stream's, or fails when
   /// the plan gives the stream less than the kernel takes.
   llvm::Error giveWorkspace(PreparedInstruction &p, const std::string &where);
-  llvm::Error loadWeights();
+  llvm::Error loadWeights(const LoadOptions &opts);
 
   plan::Plan plan;
   Arena gpu, cpu, bounce;
@@ -196,6 +214,9 @@ private:
   std::vector<TensorPlace> places;
   std::vector<PreparedInstruction> prepared;
   comm::Communicator *comm = nullptr;
+  std::vector<RandomInitTarget> pendingDeviceInit;
+  uint64_t initSeed = 0;
+  double weightSeconds = 0;
 };
 
 /// The plan's rank count against the ranks started (LoadOptions::comm),

@@ -6,9 +6,39 @@
 #include "zinc/runtime/Program.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include <chrono>
 #include <functional>
 
 namespace zinc::rt {
+
+/// Measured: what start-up took before runSteps (zinc-run's report of its
+/// time to first step).
+struct StartupTimes {
+  /// When the process started: the time to first step counts from here.
+  std::chrono::steady_clock::time_point began;
+  /// Reading, checking and laying out the plan.
+  double planSeconds = 0;
+  /// Loading, or with --init=random generating, the initializers.
+  double weightsSeconds = 0;
+  bool randomInit = false;
+  /// Page-locking host memory for DMA (the cuda backend; 0 on the cpu one).
+  double pinSeconds = 0;
+  /// The rest of the device backend's start (0 on the cpu backend).
+  double deviceSeconds = 0;
+};
+
+/// StartupTimes completed by the first step of the run.
+struct StartupReport {
+  StartupTimes times;
+  /// Reading the checkpoint (--resume).
+  double resumeSeconds = 0;
+  /// The state into device memory, with the device's share of
+  /// --init=random (0 on the cpu backend).
+  double toDeviceSeconds = 0;
+  double firstStepSeconds = 0;
+  /// From `times.began` to the end of the first step.
+  double totalSeconds = 0;
+};
 
 struct RunOptions {
   unsigned steps = 1;
@@ -40,6 +70,8 @@ struct RunOptions {
   /// tier then lives on the device, and the loop copies inputs in, and
   /// state out before checkpoints and saved weights.
   ExecutionHooks *hooks = nullptr;
+  /// Start-up's times so far: the first step's report completes them.
+  llvm::Optional<StartupTimes> startup;
 };
 
 /// What one step did, for the tool to print.
@@ -65,6 +97,9 @@ struct StepReport {
   /// step overflowed and so changed no weight.
   llvm::Optional<double> lossScale;
   bool skipped = false;
+  /// On the run's first step, with RunOptions::startup: the time to it and
+  /// its parts (--metrics "startup").
+  llvm::Optional<StartupReport> startup;
 };
 
 /// Runs `opts.steps` steps: feeds inputs (data slice `i mod len`, or seeded

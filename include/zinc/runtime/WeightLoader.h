@@ -16,12 +16,14 @@ namespace zinc::rt {
 /// initializer rounded to its dtype. `loaded`, when given, runs after each
 /// tensor's bytes are in its buffer (the NVMe tier stages them through one
 /// host buffer and writes each out there). A shard (Tensor.shard_of) gets
-/// rank `rank`'s share of its initializer.
+/// rank `rank`'s share of its initializer. `wanted`, when given, picks the
+/// tensors to load (--init=random generates the others).
 llvm::Error
 loadInitializers(const plan::Plan &plan,
                  llvm::function_ref<cpu::TensorRef &(int)> tensorOf,
                  llvm::function_ref<llvm::Error(int)> loaded = nullptr,
-                 unsigned rank = 0);
+                 unsigned rank = 0,
+                 llvm::function_ref<bool(const plan::Tensor &)> wanted = nullptr);
 
 } // namespace zinc::rt
 
