@@ -92,26 +92,27 @@ double adamRate() {
   return n / s;
 }
 
-/// What the executor pays per instruction, measured by running synthetic
-/// plans through it (the cpu backend's own lanes, kernels and events).
-struct ExecutorCosts {
-  /// An instruction that waits for nothing: a small Add on the compute
-  /// stream after another.
-  double dispatch = 0;
-  /// What a wait on another stream's event adds when the waiter is blocked:
-  /// compute and h2d taking turns, each waiting for the other.
-  double wait = 0;
-};
-
 /// The median seconds of a step of `p` after a warm-up one, over 7 steps
 /// and at least `window` seconds of them: a step of a few hundred
 /// microseconds is shorter than a neighbour's hiccup on a shared VM, so
 /// short plans run more steps.
-llvm::Expected<double> stepSeconds(plan::Plan p, double window = 0) {
+llvm::Expected<double> stepSeconds(plan::Plan p, double window = 0,
+                                   const DeviceHooksFactory &device = {}) {
   auto program = Program::fromPlan(std::move(p));
   if (!program)
     return program.takeError();
-  auto executor = Executor::create(**program);
+  std::unique_ptr<ExecutionHooks> hooks;
+  if (device) {
+    auto made = device(**program);
+    if (!made)
+      return made.takeError();
+    hooks = std::move(*made);
+    if (auto err = hooks->stateToDevice())
+      return err;
+  }
+  ExecutorOptions options;
+  options.hooks = hooks.get();
+  auto executor = Executor::create(**program, options);
   if (!executor)
     return executor.takeError();
   std::vector<double> times;
@@ -128,7 +129,9 @@ llvm::Expected<double> stepSeconds(plan::Plan p, double window = 0) {
   return medianOf(std::move(times));
 }
 
-llvm::Expected<ExecutorCosts> executorCosts() {
+} // namespace
+
+llvm::Expected<ExecutorCosts> measureExecutorCosts(const DeviceHooksFactory &device) {
   const unsigned pairs = 200;
   auto inputs = [](plan::PlanBuilder &b) {
     return std::pair{b.tensor("a", {16}, plan::TIER_GPU, 1, plan::ROLE_INPUT),
@@ -154,10 +157,10 @@ llvm::Expected<ExecutorCosts> executorCosts() {
   }
   // A wake-up on this kind of VM swings from a few to a hundred
   // microseconds between runs: the median of five runs of each plan.
-  auto median = [](plan::Plan p) -> llvm::Expected<double> {
+  auto median = [&](plan::Plan p) -> llvm::Expected<double> {
     std::vector<double> runs;
     for (int i = 0; i < 5; ++i) {
-      auto s = stepSeconds(p);
+      auto s = stepSeconds(p, 0, device);
       if (!s)
         return s.takeError();
       runs.push_back(*s);
@@ -175,6 +178,8 @@ llvm::Expected<ExecutorCosts> executorCosts() {
   costs.wait = std::max(0.0, *turns / (2 * pairs) - costs.dispatch);
   return costs;
 }
+
+namespace {
 
 /// What compute loses each time an instruction of another stream runs on
 /// its cores, beyond that instruction's own time: a plan of team products
@@ -417,7 +422,42 @@ llvm::Error measureNvme(const CalibrateOptions &o, Hardware &hw) {
   return llvm::Error::success();
 }
 
+/// The NVMe fields under o.nvmeDir, each said; nothing without one.
+llvm::Error measureNvmeTier(const CalibrateOptions &o, Hardware &hw) {
+  if (o.nvmeDir.empty()) {
+    if (o.progress)
+      o.progress("NVMe not measured (no --nvme-dir): its rates stay the cpu preset's");
+    return llvm::Error::success();
+  }
+  if (auto err = measureNvme(o, hw))
+    return err;
+  if (o.progress) {
+    auto say = [&](const char *field, double value, const char *unit) {
+      o.progress(llvm::formatv("{0} = {1:e3} {2}", field, value, unit).str());
+    };
+    say("nvme_read_bandwidth", hw.nvmeReadBandwidth, "bytes/s (the NVMe tier, sequential)");
+    say("nvme_write_bandwidth", hw.nvmeWriteBandwidth, "bytes/s (the NVMe tier, sequential)");
+    say("nvme_read_latency_seconds", hw.nvmeReadLatencySeconds,
+        "s (a lone 1-block read beyond its bytes at the sequential rate)");
+    say("nvme_write_latency_seconds", hw.nvmeWriteLatencySeconds,
+        "s (a lone 1-block write beyond its bytes at the sequential rate)");
+  }
+  return llvm::Error::success();
+}
+
 } // namespace
+
+llvm::Error measureHostSide(const CalibrateOptions &o, Hardware &hw) {
+  auto say = [&](const char *field, double value, const char *unit) {
+    if (o.progress)
+      o.progress(llvm::formatv("{0} = {1:e3} {2}", field, value, unit).str());
+  };
+  hw.cpuMemBandwidth = triadBandwidth();
+  say("cpu_mem_bandwidth", hw.cpuMemBandwidth, "bytes/s (triad)");
+  hw.cpuAdamParamsPerSecond = adamRate();
+  say("cpu_adam_params_per_second", hw.cpuAdamParamsPerSecond, "1/s (AdamW, 16M parameters)");
+  return measureNvmeTier(o, hw);
+}
 
 llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
   auto base = loadHardware("cpu");
@@ -439,7 +479,7 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
   say("h2d_bandwidth, d2h_bandwidth", hw.hostToDeviceBandwidth, "bytes/s (memcpy 64 MiB)");
   hw.cpuAdamParamsPerSecond = adamRate();
   say("cpu_adam_params_per_second", hw.cpuAdamParamsPerSecond, "1/s (AdamW, 16M parameters)");
-  auto executor = executorCosts();
+  auto executor = measureExecutorCosts();
   if (!executor)
     return addContext(executor.takeError(), "--calibrate: timing the executor");
   hw.kernelLaunchSeconds = executor->dispatch;
@@ -466,18 +506,8 @@ llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &o) {
   for (const auto &[op, points] : hw.kernelTimes)
     say(("kernel_seconds." + op).c_str(), points.back().second / points.back().first,
         "s per element (16Ki and 256Ki elements measured)");
-  if (!o.nvmeDir.empty()) {
-    if (auto err = measureNvme(o, hw))
-      return err;
-    say("nvme_read_bandwidth", hw.nvmeReadBandwidth, "bytes/s (the NVMe tier, sequential)");
-    say("nvme_write_bandwidth", hw.nvmeWriteBandwidth, "bytes/s (the NVMe tier, sequential)");
-    say("nvme_read_latency_seconds", hw.nvmeReadLatencySeconds,
-        "s (a lone 1-block read beyond its bytes at the sequential rate)");
-    say("nvme_write_latency_seconds", hw.nvmeWriteLatencySeconds,
-        "s (a lone 1-block write beyond its bytes at the sequential rate)");
-  } else if (o.progress) {
-    o.progress("NVMe not measured (no --nvme-dir): its rates stay the cpu preset's");
-  }
+  if (auto err = measureNvmeTier(o, hw))
+    return err;
   // A description --hw refuses is no use: say which measurement failed.
   for (auto [field, value] :
        {std::pair{"gpu_flops_fp32", hw.gpuFlopsFp32}, std::pair{"gpu_flops_fp16", hw.gpuFlopsHalf},

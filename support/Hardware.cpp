@@ -180,8 +180,9 @@ llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardwa
       hw.name = name->str();
       continue;
     }
-    // Documentation that travels with the numbers.
-    if (k == "description" || k == "sources")
+    // Documentation that travels with the numbers (`calibration`: the raw
+    // figures zinc-run --calibrate --backend=cuda derived them from).
+    if (k == "description" || k == "sources" || k == "calibration")
       continue;
     if (k == "kernel_seconds") {
       if (auto err = parseKernelTimes(value, where, hw))

@@ -4,6 +4,7 @@
 #include "zinc/runtime/Calibrate.h"
 #include "zinc/runtime/StepLoop.h"
 #ifdef ZINC_HAVE_CUDA
+#include "zinc/runtime/cuda/CudaCalibrate.h"
 #include "zinc/runtime/cuda/CudaRuntime.h"
 #include "zinc/runtime/cuda/Device.h"
 #endif
@@ -28,8 +29,10 @@ static cl::opt<std::string> planPath(cl::Positional, cl::desc("PLAN"), cl::cat(r
 static cl::opt<bool>
     calibrate("calibrate",
               cl::desc("measure this machine (GEMM, memory, copies, CPU Adam, thread "
-                       "handoffs, and the NVMe tier under --nvme-dir) and print a "
-                       "hardware description for zinc-compile --hw=FILE.json"),
+                       "handoffs, and the NVMe tier under --nvme-dir; with "
+                       "--backend=cuda its GPU: GEMMs by precision, HBM, pinned "
+                       "copies, launches) and print a hardware description for "
+                       "zinc-compile --hw=FILE.json"),
               cl::cat(runCategory));
 static cl::opt<unsigned> steps("steps", cl::desc("Steps to run (default 1)"),
                                cl::init(1), cl::cat(runCategory));
@@ -167,9 +170,14 @@ static int toolMain(int argc, char **argv) {
   if (backend == "cuda") {
     auto devices = zinc::cuda::cudaDeviceCount();
     if (!devices || *devices == 0) {
-      zinc::printError(tool, devices ? zinc::makeError("--backend=cuda needs a CUDA device, "
-                                                       "and this machine has none (use "
-                                                       "--backend=cpu)")
+      zinc::printError(tool, devices ? zinc::makeError(calibrate
+                                                           ? "--calibrate --backend=cuda needs a "
+                                                             "CUDA device, and this machine has "
+                                                             "none (--calibrate alone measures "
+                                                             "the cpu backend)"
+                                                           : "--backend=cuda needs a CUDA device, "
+                                                             "and this machine has none (use "
+                                                             "--backend=cpu)")
                                      : zinc::addContext(devices.takeError(), "--backend=cuda"));
       return 1;
     }
@@ -194,6 +202,17 @@ static int toolMain(int argc, char **argv) {
     calibration.progress = [](const std::string &line) {
       errs() << tool << ": calibrate: " << line << "\n";
     };
+#ifdef ZINC_HAVE_CUDA
+    if (backend == "cuda") {
+      auto json = zinc::cuda::calibrateCudaMachine(calibration);
+      if (!json) {
+        zinc::printError(tool, json.takeError());
+        return 1;
+      }
+      outs() << *json << "\n";
+      return 0;
+    }
+#endif
     auto hw = zinc::rt::calibrateThisMachine(calibration);
     if (!hw) {
       zinc::printError(tool, hw.takeError());

@@ -18,7 +18,9 @@
 //                        between two threads through a mutex and condition
 //                        variable, as a stream waits on another's event
 // Capacities stay this machine's (`cpu`); every field measured is named on
-// stderr with its figure.
+// stderr with its figure. With --backend=cuda the device is measured
+// instead (runtime/cuda/CudaCalibrate.cpp), and the host's side of it here
+// (measureHostSide).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_RUNTIME_CALIBRATE_H
@@ -26,9 +28,13 @@
 
 #include "zinc/support/Hardware.h"
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace zinc::rt {
+
+class ExecutionHooks;
+class Program;
 
 struct CalibrateOptions {
   /// Where the NVMe measurement puts its file; empty skips it.
@@ -41,6 +47,31 @@ struct CalibrateOptions {
 };
 
 llvm::Expected<Hardware> calibrateThisMachine(const CalibrateOptions &options);
+
+/// The host's side of a machine whose GPU is measured elsewhere, into `hw`:
+/// cpu_mem_bandwidth (a triad over the OpenMP team),
+/// cpu_adam_params_per_second (the vectorised AdamW) and, with a
+/// `nvmeDir`, the NVMe tier's rates and latencies. Nothing else changes.
+llvm::Error measureHostSide(const CalibrateOptions &options, Hardware &hw);
+
+/// What the executor pays per instruction, measured by running synthetic
+/// plans through it.
+struct ExecutorCosts {
+  /// An instruction that waits for nothing: a small Add on the compute
+  /// stream after another.
+  double dispatch = 0;
+  /// What a wait on another stream's event adds when the waiter is blocked:
+  /// compute and h2d taking turns, each waiting for the other.
+  double wait = 0;
+};
+
+/// Makes a device backend's hooks for a program (the cuda backend's).
+using DeviceHooksFactory =
+    std::function<llvm::Expected<std::unique_ptr<ExecutionHooks>>(Program &)>;
+
+/// The executor's costs on the cpu backend or, given `device`, on that
+/// device backend (its streams, launches and events).
+llvm::Expected<ExecutorCosts> measureExecutorCosts(const DeviceHooksFactory &device = {});
 
 } // namespace zinc::rt
 
