@@ -85,8 +85,9 @@ static cl::opt<bool> nvmeValidate(
     "nvme-validate", cl::desc("Re-read every NVMe write and compare (slow; for debugging)"),
     cl::cat(runCategory));
 static cl::opt<uint64_t> seed("seed",
-                              cl::desc("Seed of the synthetic inputs and of "
-                                       "Dropout's masks (default 0)"),
+                              cl::desc("Seed of the synthetic inputs, of "
+                                       "Dropout's masks and of --init=random "
+                                       "(default 0)"),
                               cl::init(0), cl::cat(runCategory));
 static cl::opt<std::string> metricsPath("metrics",
                                         cl::desc("Write one JSON object per step"),
@@ -102,6 +103,15 @@ static cl::opt<std::string> saveOutputs("save-outputs",
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("Write the measured timeline (Chrome trace JSON)"),
                                       cl::value_desc("FILE.json"), cl::cat(runCategory));
+
+static cl::opt<std::string> initFrom(
+    "init",
+    cl::desc("Where trained parameters come from: model (default: the model's "
+             "initializers) or random (the generator seeded by --seed: matrices "
+             "normal(0, 0.02), biases 0, norm scales 1, no weights file read; for "
+             "benchmarks and from-scratch runs; --resume restores the checkpoint "
+             "instead)"),
+    cl::value_desc("model|random"), cl::init("model"), cl::cat(runCategory));
 
 static cl::opt<double> collectiveTimeout(
     "collective-timeout",
@@ -145,6 +155,9 @@ static void drawProgress(const zinc::rt::StepReport &r, double elapsed) {
     errs() << "\n";
 }
 
+/// When the process started: zinc-run's time to first step counts from here.
+static const auto processStart = std::chrono::steady_clock::now();
+
 static int toolMain(int argc, char **argv) {
   InitLLVM init(argc, argv);
   zinc::reportFileSizeLimitAsWriteErrors();
@@ -183,6 +196,11 @@ static int toolMain(int argc, char **argv) {
     }
   }
 #endif
+  if (initFrom != "model" && initFrom != "random") {
+    zinc::printError(tool, zinc::makeError("--init: unknown value '" + initFrom +
+                                           "' (expected model or random)"));
+    return 1;
+  }
   if (allowTf32 && backend != "cuda") {
     zinc::printError(tool, zinc::makeError("--allow-tf32 applies to --backend=cuda"));
     return 1;
@@ -266,17 +284,32 @@ static int toolMain(int argc, char **argv) {
   loadOpts.nvmeIo.queueDepth = nvmeQueueDepth;
   loadOpts.nvmeIo.validate = nvmeValidate;
   loadOpts.warn = [](StringRef msg) { zinc::printWarning(tool, msg); };
+  loadOpts.randomInit = initFrom == "random";
+  loadOpts.initSeed = seed;
+  // The cuda backend makes GPU-tier parameters in device memory.
+  loadOpts.deviceGeneratesGpuTier = backend == "cuda";
+  auto loadStart = std::chrono::steady_clock::now();
   auto program = zinc::rt::Program::load(planPath, loadOpts);
   if (!program) {
     zinc::printError(tool, program.takeError());
     return 1;
   }
+  auto secondsSince = [](std::chrono::steady_clock::time_point from) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - from)
+        .count();
+  };
+  zinc::rt::StartupTimes startup;
+  startup.began = processStart;
+  startup.weightsSeconds = (*program)->weightsSeconds();
+  startup.planSeconds = secondsSince(loadStart) - startup.weightsSeconds;
+  startup.randomInit = loadOpts.randomInit;
   zinc::rt::RunOptions opts;
 #ifdef ZINC_HAVE_CUDA
   std::unique_ptr<zinc::rt::ExecutionHooks> device;
   if (backend == "cuda") {
     zinc::cuda::CudaRuntimeOptions cudaOpts;
     cudaOpts.allowTf32 = allowTf32;
+    auto deviceStart = std::chrono::steady_clock::now();
     auto runtime = zinc::cuda::createCudaRuntime(**program, cudaOpts);
     if (!runtime) {
       zinc::printError(tool, runtime.takeError());
@@ -284,8 +317,11 @@ static int toolMain(int argc, char **argv) {
     }
     device = std::move(*runtime);
     opts.hooks = device.get();
+    startup.pinSeconds = device->pinSeconds();
+    startup.deviceSeconds = secondsSince(deviceStart) - startup.pinSeconds;
   }
 #endif
+  opts.startup = startup;
   opts.steps = steps;
   opts.dataPath = dataPath;
   opts.seed = seed;
@@ -327,6 +363,21 @@ static int toolMain(int argc, char **argv) {
   auto onStep = [&](const zinc::rt::StepReport &r) {
     if (!r.reporting)
       return;
+    if (r.startup) {
+      const zinc::rt::StartupReport &s = *r.startup;
+      std::string line;
+      raw_string_ostream os(line);
+      os << "time to first step " << format("%.3f", s.totalSeconds) << " s: plan "
+         << format("%.3f", s.times.planSeconds) << " s, weights "
+         << format("%.3f", s.times.weightsSeconds) << " s ("
+         << (s.times.randomInit ? "random" : "model") << "), pinning "
+         << format("%.3f", s.times.pinSeconds) << " s, device start "
+         << format("%.3f", s.times.deviceSeconds) << " s, resume "
+         << format("%.3f", s.resumeSeconds) << " s, to device "
+         << format("%.3f", s.toDeviceSeconds) << " s, first step "
+         << format("%.3f", s.firstStepSeconds) << " s";
+      zinc::printNote(tool, os.str());
+    }
     outs() << "step " << r.step;
     if (r.loss)
       outs() << ": loss " << format("%.6f", *r.loss);
