@@ -111,7 +111,7 @@ llvm::Expected<MatMulGeometry> matMulGeometry(llvm::ArrayRef<int64_t> a,
 
 bool isMatrixProductOp(llvm::StringRef op) {
   return op == "MatMul" || op == "Gemm" || op == "FusedMatMul" || op == "FusedMatMulInto" ||
-         op.startswith("Conv");
+         op.startswith("Conv") || op == "Attention" || op == "AttentionGrad";
 }
 
 } // namespace zinc

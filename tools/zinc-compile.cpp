@@ -86,6 +86,11 @@ static cl::opt<std::string> bucketBytes(
     cl::desc("Merge ZeRO collectives of one kind into buckets of up to SIZE bytes, each "
              "issued as one group (default: chosen by the cost model; 0: one tensor each)"),
     cl::value_desc("SIZE"), cl::cat(compileCategory));
+static cl::opt<bool> fuseAttention(
+    "fuse-attention",
+    cl::desc("Make each attention of Q Kt, scale, mask, softmax, dropout and V one fused op "
+             "whose memory is linear in the sequence length (default true)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> reorderCompute(
     "reorder-compute",
     cl::desc("With timed prefetches, move compute that does not depend on a late transfer "
@@ -265,6 +270,7 @@ static Error compile() {
                                                                             : 0.0;
   training.momentum = momentum;
   training.nesterov = nesterov;
+  training.fuseAttention = fuseAttention;
   // The default (-1) means "the optimizer's"; a value given is checked.
   if (weightDecay.getNumOccurrences())
     training.weightDecay = weightDecay;

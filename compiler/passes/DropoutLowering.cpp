@@ -52,6 +52,10 @@ llvm::Expected<DropoutMode> readDropoutMode(const ir::Node &n, int64_t opset) {
   return mode;
 }
 
+static bool isFusedAttention(const ir::Node &n) {
+  return n.domain == "zinc" && n.opType == "Attention";
+}
+
 bool isTrainingDropout(const ir::Node &n) {
   return n.opType == "Dropout" && n.domain.empty() && n.attrs.has("seed_id");
 }
@@ -63,12 +67,23 @@ llvm::Expected<bool> lowerDropouts(ir::Graph &g, bool training) {
   for (const auto &n : g.nodes()) {
     for (const ir::Value *v : n->inputs)
       read.insert(v);
-    if (isTrainingDropout(*n))
+    if (isTrainingDropout(*n) || (isFusedAttention(*n) && n->attrs.has("seed_id")))
       nextSeedId = std::max(nextSeedId, n->attrs.getInt("seed_id", 0) + 1);
   }
   bool changed = false;
   for (const auto &np : g.nodes()) {
     ir::Node &n = *np;
+    // fuse-attention moved a Dropout on the probabilities onto the node as
+    // its ratio: it draws from a stream of its own in training, and drops
+    // nothing otherwise.
+    if (isFusedAttention(n) && n.attrs.getFloat("ratio", 0) > 0 && !n.attrs.has("seed_id")) {
+      if (training)
+        n.attrs.set(makeIntAttr("seed_id", nextSeedId++));
+      else
+        n.attrs.set(makeFloatAttr("ratio", 0));
+      changed = true;
+      continue;
+    }
     if (n.opType != "Dropout" || !n.domain.empty() ||
         (training && isTrainingDropout(n)))
       continue;

@@ -21,7 +21,8 @@
 // master and optimizer states on the host or NVMe next to the update while
 // only the 2-byte copy travels to the GPU.
 //
-// BatchNorm's running statistics (model state) stay fp32, as PyTorch keeps
+// Attention's log-sum-exp stays fp32 beside its C output. BatchNorm's
+// running statistics (model state) stay fp32, as PyTorch keeps
 // them under autocast: so do the statistics a training-mode BatchNorm
 // outputs (its updated running statistics, stored into the state, and the
 // batch mean and inverse std its gradient reads); the kernels take fp32
@@ -217,6 +218,11 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
         n->attrs.getInt("training_mode", 0) != 0)
       for (const ir::Value *out : llvm::drop_begin(n->outputs))
         keptF32.insert(out);
+  // Attention's per-row log-sum-exp stays fp32, as the kernels keep it.
+  for (ir::Node *n : nodes)
+    if (n->domain == "zinc" && n->opType == "Attention" && n->outputs.size() > 1 &&
+        n->outputs[1])
+      keptF32.insert(n->outputs[1]);
 
   // Outputs first: every f32 value a compute-region node defines.
   for (ir::Node *n : nodes) {

@@ -12,6 +12,28 @@ static uint64_t outputElements(const ir::Node &n) {
   return elements;
 }
 
+/// zinc.Attention's products: Q Kt and P V over the (query, key) pairs it
+/// computes (about half under causal). Its gradient recomputes Q Kt and
+/// dY V^T in each of its two passes (runtime/cpu/kernels/Attention.cpp)
+/// beside dV, dKt and dQ.
+static uint64_t attentionFlops(const ir::Node &n) {
+  const ir::Value *q = n.inputs.size() > 2 ? n.inputs[0] : nullptr;
+  const ir::Value *kt = q ? n.inputs[1] : nullptr, *v = q ? n.inputs[2] : nullptr;
+  if (!q || !kt || !v || q->shape.size() < 2 || kt->shape.size() != q->shape.size() ||
+      v->shape.size() != q->shape.size())
+    return outputElements(n);
+  size_t r = q->shape.size();
+  uint64_t tq = q->shape[r - 2], d = q->shape[r - 1], tk = kt->shape[r - 1],
+           dv = v->shape[r - 1];
+  uint64_t heads = tq ? q->numElements() / (tq * d ? tq * d : 1) : 0;
+  uint64_t pairs = heads * tq * tk;
+  if (n.attrs.getInt("causal", 0) && tq == tk)
+    pairs = heads * tq * (tq + 1) / 2;
+  if (n.opType == "Attention")
+    return 2 * pairs * (d + dv);
+  return 2 * pairs * (4 * d + 3 * dv);
+}
+
 uint64_t estimateFlops(const ir::Node &n) {
   bool product = (n.domain.empty() && n.opType == "MatMul") ||
                  (n.domain == "zinc" &&
@@ -31,6 +53,8 @@ uint64_t estimateFlops(const ir::Node &n) {
                                                   : 0;
     return side ? full / (2 * side) * (side + 1) : full;
   }
+  if (n.domain == "zinc" && (n.opType == "Attention" || n.opType == "AttentionGrad"))
+    return attentionFlops(n);
   if (n.domain.empty() && n.opType == "Gemm" && n.inputs.size() >= 2 &&
       n.inputs[0] && n.inputs[0]->shape.size() == 2) {
     bool transA = n.attrs.getInt("transA", 0) != 0;

@@ -41,6 +41,9 @@ struct TrainingOptions {
   double dampening = 0;
   bool nesterov = false;
 
+  /// fuse-attention: attention chains become zinc.Attention (O(T) memory).
+  bool fuseAttention = true;
+
   PrecisionKind precision = PrecisionKind::FP32;
   LossScaleKind lossScale = LossScaleKind::None;
   /// The scale of the first step (Static: of every step); GradScaler's

@@ -72,8 +72,9 @@ llvm::Expected<llvm::SmallVector<int64_t, 6>>
 broadcastBatch(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 
 /// Whether the op (ONNX or zinc) is a matrix product run by a GEMM library:
-/// MatMul, Gemm, FusedMatMul(Into) and convolutions (im2col GEMMs) and their
-/// gradients. The cost model charges these a GEMM's fixed cost.
+/// MatMul, Gemm, FusedMatMul(Into), convolutions (im2col GEMMs) and fused
+/// attention (tiles of GEMMs), and their gradients. The cost model charges
+/// these a GEMM's fixed cost.
 bool isMatrixProductOp(llvm::StringRef op);
 
 } // namespace zinc
