@@ -8,10 +8,34 @@
 # this machine's PyTorch, whatever the GPU machine's exporter writes).
 #
 #   scripts/make-device-pack.sh [BUILD] [PACK]     (defaults: build .devpack)
+#   scripts/make-device-pack.sh --check-size [PACK] (only the size check)
+#
+# A device call carries the working tree (tracked files and untracked ones
+# not ignored) and the carried PACK, 64 MiB at most: the script refuses a
+# pack that leaves less than 4 MiB of that. Models larger than that (the
+# device check's 6B GPT) are written on the device, shape-only.
 set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+# The bytes one device call would carry: the tree and PACK; fails over the
+# limit less a 4 MiB margin.
+check_size() {
+  local pack=$1 limit=$((64 << 20)) margin=$((4 << 20)) tree packed=0
+  tree=$(cd "$ROOT" && git ls-files -z -co --exclude-standard |
+    du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+  [ -e "$pack" ] && packed=$(du -sb "$pack" | cut -f1)
+  echo "device call: tree $((tree >> 20)) MiB + pack $((packed >> 20)) MiB = $(((tree + packed) >> 20)) MiB of $((limit >> 20)) MiB"
+  if [ $((tree + packed)) -gt $((limit - margin)) ]; then
+    echo "make-device-pack: the tree and $pack come to $((tree + packed)) bytes, over the device tool's 64 MiB less a 4 MiB margin" >&2
+    return 1
+  fi
+}
+if [ "${1:-}" = "--check-size" ]; then
+  check_size "${2:-.devpack}"
+  exit
+fi
 BUILD=${1:-build}
 PACK=${2:-.devpack}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
 S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT
 bins="tools/zinc-run tools/zinc-compile test/zinc-unit-cuda bench/zinc-bench-cuda"
@@ -35,3 +59,4 @@ tar cJf "$PACK/pack.tar.xz" -C "$S" build lib
 [ -e "$PACK/gpt2s/config.json" ] || /usr/bin/python3 "$ROOT/bench/cuda_train_gpt.py" prepare "$PACK/gpt2s"
 [ -e "$PACK/exports/resnet18.onnx.xz" ] || /usr/bin/python3 "$ROOT/test/e2e/training_exports.py" "$PACK/exports"
 ls -la "$PACK/pack.tar.xz"
+check_size "$PACK"
