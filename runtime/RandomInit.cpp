@@ -3,6 +3,7 @@
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
 #include "llvm/ADT/StringSet.h"
+#include <algorithm>
 #include <cstring>
 
 namespace zinc::rt {
@@ -190,30 +191,59 @@ planRandomInit(const plan::Plan &plan, unsigned rank) {
   return targets;
 }
 
-/// The value of whole-initializer element `e` (a shard's padding: 0).
+/// Writes whole-initializer elements [e, e + count) of a normal target to
+/// `store(at + k, value)`: a block's Philox words and each Box-Muller pair
+/// computed once.
+template <typename Store>
+static void storeNormalRun(const RandomInitTarget &target, uint64_t seed,
+                           uint64_t e, uint64_t count, int64_t at, Store &store) {
+  uint64_t k = 0;
+  while (k < count) {
+    Philox4x32Counter words = randomInitBlock(seed, target.key, e / 4);
+    unsigned lane = static_cast<unsigned>(e % 4);
+    unsigned lanes = static_cast<unsigned>(std::min<uint64_t>(4 - lane, count - k));
+    float v[4];
+    if (lane < 2)
+      randomInitNormalPair(words, 0, kRandomInitStd, v[0], v[1]);
+    if (lane + lanes > 2)
+      randomInitNormalPair(words, 1, kRandomInitStd, v[2], v[3]);
+    for (unsigned l = lane; l < lane + lanes; ++l)
+      store(at + static_cast<int64_t>(k++), v[l]);
+    e += lanes;
+  }
+}
+
+/// Fills tensor elements [0, n) in chunks over the OpenMP team; within a
+/// chunk, each stretch contiguous in the whole initializer at once.
 template <typename Store>
 static void fillElements(const RandomInitTarget &target, uint64_t seed,
                          int64_t n, Store store) {
-#pragma omp parallel
-  {
-    uint64_t cachedBlock = ~0ull;
-    Philox4x32Counter words{};
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      uint64_t e = 0;
-      float v = 0.0f;
-      if (randomInitElement(target.map, static_cast<uint64_t>(i), e)) {
-        if (target.kind == RandomFillKind::One) {
-          v = 1.0f;
-        } else if (target.kind == RandomFillKind::Normal) {
-          if (e / 4 != cachedBlock) {
-            cachedBlock = e / 4;
-            words = randomInitBlock(seed, target.key, cachedBlock);
-          }
-          v = randomInitNormal(words, static_cast<unsigned>(e % 4), kRandomInitStd);
-        }
+  constexpr int64_t kChunk = 1 << 16;
+  const RandomInitIndexMap &map = target.map;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    int64_t end = std::min(n, begin + kChunk);
+    for (int64_t i = begin; i < end;) {
+      uint64_t j = map.shardBase + static_cast<uint64_t>(i);
+      if (j >= map.viewElements) {
+        // A shard's padding.
+        for (; i < end; ++i)
+          store(i, 0.0f);
+        break;
       }
-      store(i, v);
+      uint64_t within = j % map.runLength;
+      uint64_t count = std::min<uint64_t>({map.runLength - within,
+                                           static_cast<uint64_t>(end - i),
+                                           map.viewElements - j});
+      uint64_t e = map.first + (j / map.runLength) * map.stride + within;
+      if (target.kind == RandomFillKind::Normal) {
+        storeNormalRun(target, seed, e, count, i, store);
+      } else {
+        float v = target.kind == RandomFillKind::One ? 1.0f : 0.0f;
+        for (uint64_t k = 0; k < count; ++k)
+          store(i + static_cast<int64_t>(k), v);
+      }
+      i += static_cast<int64_t>(count);
     }
   }
 }

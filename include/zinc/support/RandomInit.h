@@ -49,18 +49,27 @@ randomInitBlock(uint64_t seed, uint64_t key, uint64_t block) {
   return philox4x32(c, k);
 }
 
-/// Element e of a normal(0, std) initializer from its block's words: the
-/// Box-Muller pair (words 2p, 2p+1) gives elements 2p (cosine) and 2p+1
-/// (sine). u1 is in (0, 1], so the logarithm is finite.
+/// Elements 4b + 2p and 4b + 2p + 1 of a normal(0, std) initializer from
+/// block b's words: the Box-Muller pair of words 2p, 2p+1 (u1 in (0, 1], so
+/// the logarithm is finite) gives the cosine and the sine.
+ZINC_HOST_DEVICE inline void randomInitNormalPair(const Philox4x32Counter &words,
+                                                  unsigned pair, float stddev,
+                                                  float &even, float &odd) {
+  float u1 = (static_cast<float>(words.v[2 * pair] >> 8) + 1.0f) *
+             (1.0f / 16777216.0f);
+  float u2 = static_cast<float>(words.v[2 * pair + 1] >> 8) * (1.0f / 16777216.0f);
+  float radius = stddev * sqrtf(-2.0f * logf(u1));
+  float angle = 6.2831853071795864769f * u2;
+  even = radius * cosf(angle);
+  odd = radius * sinf(angle);
+}
+
+/// Element 4b + lane of a normal(0, std) initializer from block b's words.
 ZINC_HOST_DEVICE inline float randomInitNormal(const Philox4x32Counter &words,
                                                unsigned lane, float stddev) {
-  unsigned pair = lane & 2u;
-  float u1 = (static_cast<float>(words.v[pair] >> 8) + 1.0f) *
-             (1.0f / 16777216.0f);
-  float u2 = static_cast<float>(words.v[pair + 1] >> 8) * (1.0f / 16777216.0f);
-  float radius = sqrtf(-2.0f * logf(u1));
-  float angle = 6.2831853071795864769f * u2;
-  return stddev * radius * ((lane & 1u) ? sinf(angle) : cosf(angle));
+  float even, odd;
+  randomInitNormalPair(words, lane / 2, stddev, even, odd);
+  return (lane & 1u) ? odd : even;
 }
 
 /// Where element i of a plan tensor lies in its whole initializer: the

@@ -128,6 +128,18 @@ TEST(RandomInit, MatricesAreNormalWithDeviationPointZeroTwo) {
   EXPECT_NE(generate(p, 0, 0), v);
 }
 
+// The loader's fill, a run at a time, gives each element the value of the
+// one-element formula the cuda kernel evaluates.
+TEST(RandomInit, RunsMatchTheElementFormula) {
+  plan::Plan p = matrixPlan(3, 7);
+  std::vector<float> v = generate(p, 0, 0, 11);
+  uint64_t key = randomInitKey("w", 1);
+  for (uint64_t e = 0; e < v.size(); ++e)
+    EXPECT_EQ(v[e], randomInitNormal(randomInitBlock(11, key, e / 4),
+                                     static_cast<unsigned>(e % 4), kRandomInitStd))
+        << e;
+}
+
 // A tile (columns [2, 5) of a [6, 8] matrix) holds exactly the whole
 // matrix's elements there.
 TEST(RandomInit, TilesHoldTheirShareOfTheWhole) {
