@@ -11,7 +11,9 @@ so --save-weights shows exactly what the generator made:
   - the start-up report (time to first step and its parts) on stderr and in
     the first --metrics line, pinning 0 on the cpu backend;
   - an unknown --init value, and the missing file without --init=random, are
-    one-line diagnostics.
+    one-line diagnostics;
+  - with a CUDA device (skipped without one): the cuda backend, generating the
+    GPU tier in device memory, makes the cpu backend's values.
 """
 
 import json
@@ -150,6 +152,35 @@ class InitRandomTest(unittest.TestCase):
         self.assertEqual(len(lines), 1, stderr)
         self.assertRegex(lines[0], r"^zinc-run: note: time to first step [0-9.]+ s: plan [0-9.]+ s, "
                                    r"weights [0-9.]+ s \(random\), pinning 0\.000 s, ")
+
+    def test_cuda_generates_the_cpu_values(self):
+        """REQUIRES a CUDA device (skipped without): GPU-tier parameters made in
+        device memory, CPU-tier ones by the loader, the same values as the cpu
+        backend's within an ulp of f32 (the device's logf/sinf/cosf); the start-up
+        report names the pinning."""
+        plan = self.compile_plan("cuda", "--lr=0", "--offload-params=cpu",
+                                 "--offload-optimizer=cpu")
+        weights = self.path("cuda.safetensors")
+        argv = [self.run_bin, plan, "--backend=cuda", "--init=random", "--seed=3",
+                "--save-weights=" + weights]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 and ("needs a CUDA device" in proc.stderr or
+                                     "built without" in proc.stderr):
+            self.skipTest(proc.stderr.strip().splitlines()[-1])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertRegex(proc.stderr, r"time to first step .* pinning [0-9.]+ s")
+        for tag, got in [("offloaded", load_weights(weights))]:
+            for name, value in got.items():
+                np.testing.assert_allclose(value, self.frozen_weights[name], rtol=1e-6,
+                                           atol=1e-9, err_msg="%s: %s" % (tag, name))
+        resident = self.path("cuda-resident.safetensors")
+        argv[-1] = "--save-weights=" + resident
+        argv[1] = self.frozen
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for name, value in load_weights(resident).items():
+            np.testing.assert_allclose(value, self.frozen_weights[name], rtol=1e-6,
+                                       atol=1e-9, err_msg="resident: " + name)
 
     def test_unknown_value_is_refused(self):
         proc = subprocess.run([self.run_bin, self.frozen, "--init=xavier"],
