@@ -169,18 +169,23 @@ class DropoutRecomputeTest(unittest.TestCase):
             data_path = os.path.join(tmp, "data.safetensors")
             safetensors_io.save_file(data, data_path)
             runs = Runs(tmp, path, data_path, models.dim_flags(data))
-            keep = runs.train("none", ["--activation-checkpointing=none"])
-            every = runs.train("every-layer", ["--activation-checkpointing=every-layer"])
-            self.assertGreaterEqual(
-                every["report"]["activation_checkpointing"]["recomputed_segments"], 2)
-            blocks = every["plan"].split("\ninstructions {")[1:]
-            self.assertTrue(any('op: "Dropout"' in b and "@recompute" in b.split("}")[0]
-                                for b in blocks), "no Dropout is recomputed")
-            self.assertEqual(every["losses"], keep["losses"])
-            for name, w in keep["weights"].items():
-                self.assertTrue(np.array_equal(np.asarray(every["weights"][name]),
-                                               np.asarray(w)), name)
-
+            # Fused, attention's dropout is drawn inside zinc.Attention;
+            # unfused, by a Dropout node: either must recompute its masks.
+            for fused, op in (("true", "Attention"), ("false", "Dropout")):
+                flags = ["--fuse-attention=" + fused]
+                keep = runs.train("none-" + fused, ["--activation-checkpointing=none"] + flags)
+                every = runs.train("every-layer-" + fused,
+                                   ["--activation-checkpointing=every-layer"] + flags)
+                self.assertGreaterEqual(
+                    every["report"]["activation_checkpointing"]["recomputed_segments"], 2)
+                blocks = every["plan"].split("\ninstructions {")[1:]
+                self.assertTrue(any('op: "%s"' % op in b and "seed_id" in b and
+                                    "@recompute" in b.split("}")[0] for b in blocks),
+                                "no %s drawing a mask is recomputed" % op)
+                self.assertEqual(every["losses"], keep["losses"])
+                for name, w in keep["weights"].items():
+                    self.assertTrue(np.array_equal(np.asarray(every["weights"][name]),
+                                                   np.asarray(w)), name)
 
 if __name__ == "__main__":
     unittest.main()

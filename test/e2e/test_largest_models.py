@@ -73,7 +73,9 @@ class LargestModelsTest(unittest.TestCase):
         self.assertEqual(ac["mode"], "auto")
         self.assertGreaterEqual(ac["recomputed_segments"], 96)
         self.assertGreater(ac["recompute_flops"], 0)
-        self.assertGreater(ac["saved_bytes_before"], 100e9)
+        # Kept whole, the activations would need more than twice the GPU
+        # (fused attention keeps no [T, T] scores, so they are O(T)).
+        self.assertGreater(ac["saved_bytes_before"], 2 * 32 * GIB)
         self.assertLess(ac["saved_bytes_after"], 32 * GIB)
         self.assertEqual(len(ac["checkpoints"]), ac["recomputed_segments"])
         moved = rep["predicted_transfer_bytes_per_step"]
