@@ -40,6 +40,7 @@
 namespace zinc::passes {
 using fusion::constantScalar;
 using fusion::onlyUser;
+using fusion::softmaxOverLastAxis;
 namespace {
 
 class FuseAttention : public Pass {
@@ -91,14 +92,6 @@ bool broadcastsTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to) {
 bool isNoOpCast(const ir::Node *n) {
   return isDefault(n, "Cast") && n->inputs.size() == 1 && n->inputs[0] &&
          n->inputs[0]->dtype == n->outputs[0]->dtype;
-}
-
-/// Softmax over x's last axis, in the opset's reading of `axis`.
-bool overLastAxis(const ir::Node &softmax, int64_t opset, size_t rank) {
-  int64_t axis = softmax.attrs.getInt("axis", opset < 13 ? 1 : -1);
-  if (axis < 0)
-    axis += static_cast<int64_t>(rank);
-  return axis == static_cast<int64_t>(rank) - 1;
 }
 
 /// The bool Constant's bytes when `mask` is one whose last two axes are
@@ -266,7 +259,7 @@ llvm::Optional<Match> Matcher::match(ir::Node &softmax) const {
       !softmax.inputs[0] || softmax.outputs.size() != 1)
     return llvm::None;
   ir::Value *x = softmax.inputs[0];
-  if (!overLastAxis(softmax, g.opsetVersion, x->shape.size()) || x->shape.size() < 2)
+  if (!softmaxOverLastAxis(softmax, g.opsetVersion, x->shape.size()) || x->shape.size() < 2)
     return llvm::None;
   Match m;
   // A no-op Cast before the Softmax (softmax(..., dtype=float32) of f32).

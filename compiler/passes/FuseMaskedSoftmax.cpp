@@ -23,6 +23,7 @@
 
 namespace zinc::passes {
 using fusion::constantScalar;
+using fusion::softmaxOverLastAxis;
 namespace {
 
 class FuseMaskedSoftmax : public Pass {
@@ -48,15 +49,6 @@ bool broadcastsByRows(llvm::ArrayRef<int64_t> mask, llvm::ArrayRef<int64_t> x) {
   return mask == x.take_back(mask.size());
 }
 
-/// Softmax over x's last axis, in the opset's reading of `axis`.
-bool overLastAxis(const ir::Node &softmax, int64_t opset, size_t rank) {
-  bool flatten = opset < 13;
-  int64_t axis = softmax.attrs.getInt("axis", flatten ? 1 : -1);
-  if (axis < 0)
-    axis += static_cast<int64_t>(rank);
-  return axis == static_cast<int64_t>(rank) - 1;
-}
-
 } // namespace
 
 llvm::Expected<bool> FuseMaskedSoftmax::run(ir::Graph &g, PassContext &) {
@@ -75,7 +67,7 @@ llvm::Expected<bool> FuseMaskedSoftmax::run(ir::Graph &g, PassContext &) {
     if (!mask || !x || mask->dtype != DType::Bool || !f || !std::isinf(*f) ||
         *f > 0 || x->shape != w->shape || x->dtype != w->dtype ||
         !isFloatDType(x->dtype) || !broadcastsByRows(mask->shape, x->shape) ||
-        !overLastAxis(*n, g.opsetVersion, x->shape.size()))
+        !softmaxOverLastAxis(*n, g.opsetVersion, x->shape.size()))
       continue;
     n->domain = "zinc";
     n->opType = "MaskedSoftmax";

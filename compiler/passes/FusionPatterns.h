@@ -1,7 +1,8 @@
 //===- FusionPatterns.h - Matching what exporters spell out op by op ------===//
 //
-// The fusion passes (fuse-gelu, fuse-silu, fuse-rms-norm) recognise chains
-// of elementwise ONNX nodes; these are the questions they ask of a node.
+// The fusion passes (fuse-gelu, fuse-silu, fuse-rms-norm, fuse-attention,
+// fuse-masked-softmax) recognise chains of ONNX nodes; these are the
+// questions they ask of a node.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_COMPILER_PASSES_FUSIONPATTERNS_H
@@ -72,6 +73,16 @@ inline const ir::Node *onlyUser(const ir::Graph &g, const ir::Value *v) {
   if (g.isOutput(v) || v->uses().size() != 1)
     return nullptr;
   return v->uses()[0].user;
+}
+
+/// Whether a Softmax node normalises over the last axis of its rank-`rank`
+/// input, in the opset's reading of `axis` (1 by default before opset 13,
+/// -1 from it).
+inline bool softmaxOverLastAxis(const ir::Node &softmax, int64_t opset, size_t rank) {
+  int64_t axis = softmax.attrs.getInt("axis", opset < 13 ? 1 : -1);
+  if (axis < 0)
+    axis += static_cast<int64_t>(rank);
+  return axis == static_cast<int64_t>(rank) - 1;
 }
 
 } // namespace zinc::passes::fusion
