@@ -9,13 +9,18 @@
 //         executor (the CUDA runtime's pinned CPU tier, its copy streams and
 //         events) against cudaMemcpyAsync between cudaHostAlloc'd memory and
 //         cudaMalloc'd memory.
+//   attention: zinc.Attention and zinc.AttentionGrad (the kernels a plan
+//         runs) on bf16 [B, H, T, D] heads, causal, T 2048, D 64 and 128:
+//         milliseconds and TFLOP/s (causal FLOPs: half the square) of the
+//         forward and of forward + backward; the PyTorch side (SDPA's flash
+//         kernel) is bench/gpu_baselines.py's, run in the same device call.
 // Times are medians over --reps repetitions, each timed with CUDA events
 // (GEMMs) or around a whole executor step (copies, host clock after the
 // step's synchronisation), after warm-up. Inputs are random, never zeros.
 //
 // Prints one JSON object per line: {"bench": "gemm"|"copy", ...}.
 //
-// Usage: zinc-bench-cuda [--reps N] [--copy-mib M] [gemm|copy ...]
+// Usage: zinc-bench-cuda [--reps N] [--copy-mib M] [gemm|copy|attention ...]
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/plan/PlanBuilder.h"
@@ -23,11 +28,15 @@
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/cuda/CublasLtGemm.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
+#include "zinc/runtime/cuda/CudaKernel.h"
+#include "zinc/runtime/cuda/DeviceTensor.h"
+#include "zinc/support/Attribute.h"
 #include "zinc/runtime/cuda/CudaRuntime.h"
 #include "zinc/runtime/cuda/Device.h"
 #include "zinc/support/Error.h"
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <cublas_v2.h>
@@ -268,6 +277,103 @@ void benchCopy(int reps, uint64_t mib) {
   }
 }
 
+/// A device tensor of `dtype` and `shape` filled with uniform [-1, 1)
+/// values (rounded to bf16 on the host), freed by the caller.
+cuda::DeviceTensor randomDeviceTensor(DType dtype, llvm::ArrayRef<int64_t> shape,
+                                      std::mt19937 &rng) {
+  cuda::DeviceTensor t;
+  t.dtype = dtype;
+  t.shape.assign(shape.begin(), shape.end());
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<__nv_bfloat16> host(t.numElements());
+  for (auto &x : host)
+    x = __float2bfloat16(dist(rng));
+  checkCu(cudaMalloc(&t.data, t.byteSize()), "cudaMalloc");
+  if (dtype == DType::BF16)
+    checkCu(cudaMemcpy(t.data, host.data(), t.byteSize(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  else
+    checkCu(cudaMemset(t.data, 0, t.byteSize()), "cudaMemset");
+  return t;
+}
+
+/// Median milliseconds of `reps` runs of fn on `stream`, timed by events.
+template <typename Fn> double medianMs(int reps, cudaStream_t stream, Fn &&fn) {
+  cudaEvent_t start, stop;
+  checkCu(cudaEventCreate(&start), "cudaEventCreate");
+  checkCu(cudaEventCreate(&stop), "cudaEventCreate");
+  fn(); // warm-up
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    checkCu(cudaEventRecord(start, stream), "cudaEventRecord");
+    fn();
+    checkCu(cudaEventRecord(stop, stream), "cudaEventRecord");
+    checkCu(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float t = 0;
+    checkCu(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void benchAttention(int reps) {
+  const int64_t batch = 4, heads = 16, t = 2048;
+  cuda::CudaKernelFn forward = cuda::lookupCudaKernel(kZincDomain, "Attention");
+  cuda::CudaKernelFn backward = cuda::lookupCudaKernel(kZincDomain, "AttentionGrad");
+  if (!forward || !backward)
+    die(makeError("no cuda kernel for zinc.Attention"));
+  cudaStream_t stream;
+  checkCu(cudaStreamCreate(&stream), "cudaStreamCreate");
+  std::mt19937 rng(5);
+  for (int64_t d : {64, 128}) {
+    cuda::DeviceTensor q = randomDeviceTensor(DType::BF16, {batch, heads, t, d}, rng);
+    cuda::DeviceTensor kt = randomDeviceTensor(DType::BF16, {batch, heads, d, t}, rng);
+    cuda::DeviceTensor v = randomDeviceTensor(DType::BF16, {batch, heads, t, d}, rng);
+    cuda::DeviceTensor dy = randomDeviceTensor(DType::BF16, {batch, heads, t, d}, rng);
+    cuda::DeviceTensor y = randomDeviceTensor(DType::BF16, {batch, heads, t, d}, rng);
+    cuda::DeviceTensor lse = randomDeviceTensor(DType::F32, {batch, heads, t}, rng);
+    cuda::DeviceTensor dq = randomDeviceTensor(DType::BF16, q.shape, rng);
+    cuda::DeviceTensor dkt = randomDeviceTensor(DType::BF16, kt.shape, rng);
+    cuda::DeviceTensor dv = randomDeviceTensor(DType::BF16, v.shape, rng);
+    AttributeList attrs;
+    attrs.set(makeFloatAttr("scale", 1.0 / std::sqrt(double(d))));
+    attrs.set(makeIntAttr("causal", 1));
+    const cuda::DeviceTensor *fwdIns[] = {&q, &kt, &v};
+    cuda::DeviceTensor *fwdOuts[] = {&y, &lse};
+    const cuda::DeviceTensor *bwdIns[] = {&q, &kt, &v, nullptr, nullptr, &y, &lse, &dy};
+    cuda::DeviceTensor *bwdOuts[] = {&dq, &dkt, &dv};
+    auto runForward = [&] {
+      cuda::CudaKernelCall call{"Attention", "bench", 17, attrs, fwdIns, fwdOuts};
+      call.stream = stream;
+      check(forward(call));
+    };
+    auto runBoth = [&] {
+      runForward();
+      cuda::CudaKernelCall call{"AttentionGrad", "bench", 17, attrs, bwdIns, bwdOuts};
+      call.stream = stream;
+      check(backward(call));
+    };
+    double fwdMs = medianMs(reps, stream, runForward);
+    double bothMs = medianMs(reps, stream, runBoth);
+    // Causal: half of the [T, T] products; the backward's five products
+    // are 2.5x the forward's two (what FlashAttention's figures count).
+    double fwdFlops = 4.0 * batch * heads * t * t * d / 2;
+    double bothFlops = fwdFlops * 3.5;
+    std::printf("{\"bench\": \"attention\", \"dtype\": \"bf16\", \"batch\": %lld, "
+                "\"heads\": %lld, \"seq\": %lld, \"head_dim\": %lld, \"causal\": true, "
+                "\"forward_ms\": %.3f, \"forward_backward_ms\": %.3f, "
+                "\"forward_tflops\": %.2f, \"forward_backward_tflops\": %.2f}\n",
+                (long long)batch, (long long)heads, (long long)t, (long long)d, fwdMs, bothMs,
+                fwdFlops / fwdMs * 1e-9, bothFlops / bothMs * 1e-9);
+    std::fflush(stdout);
+    for (cuda::DeviceTensor *x : {&q, &kt, &v, &dy, &y, &lse, &dq, &dkt, &dv})
+      cudaFree(x->data);
+  }
+  cudaStreamDestroy(stream);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -280,11 +386,11 @@ int main(int argc, char **argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--copy-mib" && i + 1 < argc)
       mib = std::max(1, std::atoi(argv[++i]));
-    else if (a == "gemm" || a == "copy")
+    else if (a == "gemm" || a == "copy" || a == "attention")
       what.push_back(a);
     else {
       std::fprintf(stderr, "usage: zinc-bench-cuda [--reps N] [--copy-mib M] "
-                           "[gemm|copy ...]\n");
+                           "[gemm|copy|attention ...]\n");
       return 2;
     }
   }
@@ -298,6 +404,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   for (const std::string &w : what)
-    w == "gemm" ? benchGemm(reps) : benchCopy(reps, mib);
+    w == "gemm"        ? benchGemm(reps)
+    : w == "attention" ? benchAttention(reps)
+                       : benchCopy(reps, mib);
   return 0;
 }
