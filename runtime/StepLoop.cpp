@@ -6,6 +6,7 @@
 #include "zinc/runtime/Safetensors.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/FiniteJson.h"
 #include "zinc/support/Float16.h"
 #include "zinc/support/OutputFile.h"
 #include "llvm/Support/JSON.h"
@@ -59,7 +60,9 @@ public:
                               : std::string()));
       }
     }
-    return llvm::Error::success();
+    // Each input cycling through its own length would pair step i's
+    // tokens with another step's targets, silently.
+    return checkSameStepCount(program, opts.dataPath);
   }
 
   void feed(Program &program, unsigned step) {
@@ -80,6 +83,25 @@ public:
   }
 
 private:
+  llvm::Error checkSameStepCount(Program &program, llvm::StringRef path) const {
+    const plan::Tensor *first = nullptr;
+    int64_t firstSteps = 0;
+    for (uint32_t id : program.getPlan().inputs()) {
+      const plan::Tensor &t = program.getPlan().tensors(id);
+      int64_t steps = data->find(t.name())->shape[0];
+      if (!first) {
+        first = &t;
+        firstSteps = steps;
+      } else if (steps != firstSteps) {
+        return makeError(path + ": tensor '" + first->name() + "' holds " +
+                         llvm::Twine(firstSteps) + " steps and tensor '" +
+                         t.name() + "' " + llvm::Twine(steps) +
+                         "; every graph input needs the same step count");
+      }
+    }
+    return llvm::Error::success();
+  }
+
   /// Floats ~ N(0,1); integers and bools zero, which is a valid index,
   /// class and mask for any model.
   static void fillSynthetic(cpu::TensorRef &ref, uint64_t streamSeed) {
@@ -179,7 +201,8 @@ static llvm::json::Value metricsLine(const StepReport &r) {
         {"to_device_seconds", s.toDeviceSeconds},
         {"first_step_seconds", s.firstStepSeconds}};
   }
-  return llvm::json::Value(std::move(line));
+  // A diverged run's NaN loss must not make the file unreadable.
+  return finiteJsonObject(std::move(line));
 }
 
 static llvm::Error writeOutputs(Program &program, llvm::StringRef path) {
