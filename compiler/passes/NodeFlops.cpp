@@ -13,9 +13,8 @@ static uint64_t outputElements(const ir::Node &n) {
 }
 
 /// zinc.Attention's products: Q Kt and P V over the (query, key) pairs it
-/// computes (about half under causal). Its gradient recomputes Q Kt and
-/// dY V^T in each of its two passes (runtime/cpu/kernels/Attention.cpp)
-/// beside dV, dKt and dQ.
+/// computes (about half under causal). Its gradient, FlashAttention-2's
+/// one pass, recomputes Q Kt and dY V^T beside dV, dKt and dQ.
 static uint64_t attentionFlops(const ir::Node &n) {
   const ir::Value *q = n.inputs.size() > 2 ? n.inputs[0] : nullptr;
   const ir::Value *kt = q ? n.inputs[1] : nullptr, *v = q ? n.inputs[2] : nullptr;
@@ -31,7 +30,7 @@ static uint64_t attentionFlops(const ir::Node &n) {
     pairs = heads * tq * (tq + 1) / 2;
   if (n.opType == "Attention")
     return 2 * pairs * (d + dv);
-  return 2 * pairs * (4 * d + 3 * dv);
+  return 2 * pairs * (3 * d + 2 * dv);
 }
 
 uint64_t estimateFlops(const ir::Node &n) {

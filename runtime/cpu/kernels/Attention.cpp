@@ -7,12 +7,15 @@
 // keeps LSE = m + log l per row; the backward rebuilds P = exp(S - LSE) a
 // tile at a time. No [Tq, Tk] matrix exists beyond a tile on the stack.
 //
-// The backward runs in two passes instead of FlashAttention-2's one with
-// atomic dQ updates: pass A owns a key block (its dKt and dV columns) and
-// walks every query block; pass B owns a query block (its dQ rows, and the
-// bias gradient's rows) and walks every key block. Each recomputes S and
-// dP, 40% more products than one pass, but every thread writes only what it
-// owns: deterministic, no atomics, no scratch beyond tiles.
+// The backward is FlashAttention-2's single pass per head where a thread
+// can own whole heads (f32 and f64, at least as many heads as threads, no
+// trained bias): key blocks outer, dKt and dV accumulated in tiles, dQ
+// added into the output. Otherwise it runs in two passes: pass A owns a key
+// block (its dKt and dV columns) and walks every query block; pass B owns a
+// query block (its dQ rows, and the bias gradient's rows) and walks every
+// key block. Each recomputes S and dP, 40% more products than one pass, but
+// every thread writes only what it owns: deterministic, no atomics, no
+// scratch beyond tiles.
 //
 // Tiles multiply through BLAS on the calling thread (f32 or f64); f16 and
 // bf16 operands are widened a tile at a time. Work units are (head, block)
@@ -22,6 +25,7 @@
 #include "KernelUtil.h"
 #include "Kernels.h"
 #include "TeamGemm.h"
+#include "zinc/runtime/cpu/RowMath.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/AttentionOp.h"
 #include "zinc/support/Philox.h"
@@ -252,6 +256,50 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, C alpha,
                                      beta, c, ldc));
 }
 
+/// The row operations of a tile: RowMath's vector loops in f32, plain
+/// loops in f64.
+template <typename C> struct TileRows {
+  static C max(const C *x, int64_t n) {
+    C top = -std::numeric_limits<C>::infinity();
+    for (int64_t c = 0; c < n; ++c)
+      top = std::max(top, x[c]);
+    return top;
+  }
+  /// x = exp(x - shift) (0 where x is -inf); returns the sum.
+  static C exponentiate(C *x, int64_t n, C shift) {
+    C sum = 0;
+    for (int64_t c = 0; c < n; ++c) {
+      x[c] = x[c] == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(x[c] - shift);
+      sum += x[c];
+    }
+    return sum;
+  }
+  static C dot(const C *a, const C *b, int64_t n) {
+    C sum = 0;
+    for (int64_t c = 0; c < n; ++c)
+      sum += a[c] * b[c];
+    return sum;
+  }
+  /// ds = p (dp - dot).
+  static void softmaxGrad(const C *p, const C *dp, C *ds, int64_t n, C dot) {
+    for (int64_t c = 0; c < n; ++c)
+      ds[c] = p[c] * (dp[c] - dot);
+  }
+};
+template <> struct TileRows<float> {
+  static float max(const float *x, int64_t n) { return rowMath().max(x, n); }
+  static float exponentiate(float *x, int64_t n, float shift) {
+    const RowMath &rm = rowMath();
+    float sum = rm.sumExp(x, n, shift);
+    rm.expScale(x, x, n, shift, 1.0f);
+    return sum;
+  }
+  static float dot(const float *a, const float *b, int64_t n) { return rowMath().dot(a, b, n); }
+  static void softmaxGrad(const float *p, const float *dp, float *ds, int64_t n, float dot) {
+    rowMath().softmaxGrad(p, dp, ds, n, dot);
+  }
+};
+
 /// The scores of rows [i0, i0 + rows) and columns [j0, j0 + cols) of head
 /// h, into s (leading dimension kBlock): scaled products, masked, biased;
 /// -inf where causal leaves a column out.
@@ -260,22 +308,32 @@ void scoreTile(const Problem<T> &p, int64_t h, int64_t i0, int64_t rows, int64_t
                int64_t cols, const Tiles<T, C> &t, C *s) {
   constexpr int64_t B = kBlock<C>;
   gemm<C>(false, false, rows, cols, p.dims.d, p.scale, t.q, t.qLd, t.kt, t.ktLd, C(0), s, B);
-  int64_t maskBase = p.mask.present ? p.mask.headBase(h) : 0;
-  int64_t biasBase = p.bias.present ? p.bias.headBase(h) : 0;
   int64_t shift = p.dims.tk - p.dims.tq;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t i = i0 + r;
-    for (int64_t c = 0; c < cols; ++c) {
-      int64_t j = j0 + c;
-      C &x = s[r * B + c];
-      if (p.maskData && p.maskData[p.mask.offset(maskBase, i, j)])
-        x = p.fill;
-      if (p.biasData)
-        x += load(p.biasData[p.bias.offset(biasBase, i, j)]);
-      if (p.causal && j > i + shift)
-        x = -std::numeric_limits<C>::infinity();
+  if (p.maskData || p.biasData) {
+    int64_t maskBase = p.mask.present ? p.mask.headBase(h) : 0;
+    int64_t biasBase = p.bias.present ? p.bias.headBase(h) : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      C *row = s + r * B;
+      if (p.maskData) {
+        const bool *m = p.maskData + p.mask.offset(maskBase, i0 + r, j0);
+        for (int64_t c = 0; c < cols; ++c)
+          if (m[c * p.mask.colStride])
+            row[c] = p.fill;
+      }
+      if (p.biasData) {
+        const T *b = p.biasData + p.bias.offset(biasBase, i0 + r, j0);
+        for (int64_t c = 0; c < cols; ++c)
+          row[c] += load(b[c * p.bias.colStride]);
+      }
     }
   }
+  if (p.causal)
+    for (int64_t r = 0; r < rows; ++r) {
+      // Columns j > i + shift are left out.
+      int64_t first = std::max<int64_t>(0, i0 + r + shift + 1 - j0);
+      std::fill(s + r * B + std::min(first, cols), s + r * B + cols,
+                -std::numeric_limits<C>::infinity());
+    }
 }
 
 /// Calls fn(r, c, keepScale) over the tile with keepScale 0 (dropped) or
@@ -354,19 +412,14 @@ Error attentionForward(const KernelCall &call, const Problem<T> &p) {
       scoreTile(p, h, i0, rows, j0, cols, t, s);
       for (int64_t r = 0; r < rows; ++r) {
         C *row = s + r * B;
-        C top = m[r];
-        for (int64_t c = 0; c < cols; ++c)
-          top = std::max(top, row[c]);
+        C top = std::max(m[r], TileRows<C>::max(row, cols));
         if (top == -std::numeric_limits<C>::infinity()) {
           // Every column so far is left out: they weigh nothing.
           std::fill_n(row, cols, C(0));
           continue;
         }
-        C rescale = std::exp(m[r] - top), sum = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          row[c] = std::exp(row[c] - top);
-          sum += row[c];
-        }
+        C rescale = std::exp(m[r] - top);
+        C sum = TileRows<C>::exponentiate(row, cols, top);
         m[r] = top;
         l[r] = l[r] * rescale + sum;
         if (rescale != C(1))
@@ -405,6 +458,10 @@ template <typename T, typename C> struct GradTile {
   static constexpr int64_t B = kBlock<C>;
   static constexpr bool widen = !std::is_same_v<T, C>;
   C p[B * B], pdrop[B * B], ds[B * B], dsScores[B * B], rowDot[B];
+  /// P after dropout (pdrop, or p itself without dropout), and the
+  /// gradient reaching the products (dsScores where a mask replaced
+  /// scores, ds itself otherwise).
+  const C *dropped = nullptr, *scores = nullptr;
   C dyBuf[widen ? B * kMaxHeadDim : 1];
   const C *dy = nullptr;
   int64_t dyLd = 0;
@@ -418,35 +475,63 @@ void gradTile(const Problem<T> &p, const GradOperands<T> &g, int64_t h, int64_t 
   k.dy = tileOf<T, C>(g.dy + (h * d.tq + i0) * d.dv, d.dv, rows, d.dv, k.dyBuf, k.dyLd);
   for (int64_t r = 0; r < rows; ++r) {
     const T *yRow = g.y + (h * d.tq + i0 + r) * d.dv;
-    C dot = 0;
-    for (int64_t e = 0; e < d.dv; ++e)
-      dot += k.dy[r * k.dyLd + e] * load(yRow[e]);
-    k.rowDot[r] = dot;
+    if constexpr (std::is_same_v<T, C>) {
+      k.rowDot[r] = TileRows<C>::dot(k.dy + r * k.dyLd, yRow, d.dv);
+    } else {
+      C dot = 0;
+      for (int64_t e = 0; e < d.dv; ++e)
+        dot += k.dy[r * k.dyLd + e] * load(yRow[e]);
+      k.rowDot[r] = dot;
+    }
   }
   scoreTile(p, h, i0, rows, j0, cols, t, k.p);
   for (int64_t r = 0; r < rows; ++r) {
     C lse = g.lse[h * d.tq + i0 + r];
-    for (int64_t c = 0; c < cols; ++c) {
-      C &x = k.p[r * B + c];
-      x = x == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(x - lse);
-      k.pdrop[r * B + c] = x;
-    }
+    C *row = k.p + r * B;
+    // A row with no score in (lse -inf) has no probability anywhere.
+    if (lse == -std::numeric_limits<C>::infinity())
+      std::fill_n(row, cols, C(0));
+    else
+      TileRows<C>::exponentiate(row, cols, lse);
   }
   // dP of the dropped probabilities, dY V^T, into ds.
   gemm<C>(false, true, rows, cols, d.dv, C(1), k.dy, k.dyLd, t.v, t.vLd, C(0), k.ds, B);
-  if (p.ratio > 0)
+  if (p.ratio > 0) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(k.p + r * B, cols, k.pdrop + r * B);
     forEachKeep<T, C>(p, h, i0, rows, j0, cols, [&](int64_t r, int64_t c, C keep) {
       k.pdrop[r * B + c] *= keep;
       k.ds[r * B + c] *= keep;
     });
-  int64_t maskBase = p.mask.present ? p.mask.headBase(h) : 0;
+    k.dropped = k.pdrop;
+  } else {
+    k.dropped = k.p;
+  }
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      C ds = k.p[r * B + c] * (k.ds[r * B + c] - k.rowDot[r]);
-      k.ds[r * B + c] = ds;
-      bool replaced = p.maskData && p.maskData[p.mask.offset(maskBase, i0 + r, j0 + c)];
-      k.dsScores[r * B + c] = replaced ? C(0) : ds;
+    TileRows<C>::softmaxGrad(k.p + r * B, k.ds + r * B, k.ds + r * B, cols, k.rowDot[r]);
+  k.scores = k.ds;
+  if (p.maskData) {
+    int64_t maskBase = p.mask.headBase(h);
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool *m = p.maskData + p.mask.offset(maskBase, i0 + r, j0);
+      for (int64_t c = 0; c < cols; ++c)
+        k.dsScores[r * B + c] = m[c * p.mask.colStride] ? C(0) : k.ds[r * B + c];
     }
+    k.scores = k.dsScores;
+  }
+}
+
+/// A key block's accumulated dKt columns ([D, kBlock] tile) and dV rows.
+template <typename T, typename C>
+void storeKeyGradients(const GradOperands<T> &g, const Dims &d, int64_t h, int64_t j0,
+                       int64_t cols, const C *dktAcc, const C *dvAcc) {
+  constexpr int64_t B = kBlock<C>;
+  for (int64_t e = 0; e < d.d; ++e)
+    for (int64_t c = 0; c < cols; ++c)
+      g.dkt[(h * d.d + e) * d.tk + j0 + c] = store<T>(dktAcc[e * B + c]);
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t e = 0; e < d.dv; ++e)
+      g.dv[(h * d.tk + j0 + c) * d.dv + e] = store<T>(dvAcc[c * d.dv + e]);
 }
 
 template <typename T>
@@ -487,6 +572,41 @@ Error attentionBackward(const KernelCall &call, const Problem<T> &p) {
   g.dbias = dbias ? dbias->as<T>() : nullptr;
   double flops = attentionFlops(d);
 
+  if constexpr (std::is_same_v<T, C>) {
+    // One pass per head when there are heads enough for the team and dQ
+    // can accumulate in place (its own type is the compute type): each
+    // (key block, query block) pair is rebuilt once, and the pair's
+    // contribution to dQ is added straight into the output.
+    if (!g.dbias && d.heads >= omp_get_max_threads()) {
+      forUnits(d.heads, flops, [&](int64_t h) {
+        std::fill_n(g.dq + h * d.tq * d.d, d.tq * d.d, C(0));
+        Tiles<T, C> t;
+        GradTile<T, C> k;
+        C dktAcc[kMaxHeadDim * B], dvAcc[B * kMaxHeadDim];
+        for (int64_t j0 = 0; j0 < d.tk; j0 += B) {
+          int64_t cols = std::min(B, d.tk - j0);
+          std::fill_n(dktAcc, d.d * B, C(0));
+          std::fill_n(dvAcc, cols * d.dv, C(0));
+          loadKeyTiles(p, h, j0, cols, t);
+          for (int64_t i0 = p.rowsBegin(j0) / B * B; i0 < d.tq; i0 += B) {
+            int64_t rows = std::min(B, d.tq - i0);
+            loadQueryTile(p, h, i0, rows, t);
+            gradTile(p, g, h, i0, rows, j0, cols, t, k);
+            gemm<C>(true, false, cols, d.dv, rows, C(1), k.dropped, B, k.dy, k.dyLd, C(1), dvAcc,
+                    d.dv);
+            gemm<C>(true, false, d.d, cols, rows, p.scale, t.q, t.qLd, k.scores, B, C(1),
+                    dktAcc, B);
+            gemm<C>(false, true, rows, d.d, cols, p.scale, k.scores, B, t.kt, t.ktLd, C(1),
+                    g.dq + (h * d.tq + i0) * d.d, d.d);
+          }
+          storeKeyGradients(g, d, h, j0, cols, dktAcc, dvAcc);
+        }
+      });
+      return Error::success();
+    }
+  }
+
+  // Otherwise two passes, each unit writing only what it owns.
   // Pass A: a key block's dKt columns and dV rows, over every query block.
   int64_t keyBlocks = (d.tk + B - 1) / B;
   forUnits(d.heads * keyBlocks, flops, [&](int64_t unit) {
@@ -501,15 +621,10 @@ Error attentionBackward(const KernelCall &call, const Problem<T> &p) {
       int64_t rows = std::min(B, d.tq - i0);
       loadQueryTile(p, h, i0, rows, t);
       gradTile(p, g, h, i0, rows, j0, cols, t, k);
-      gemm<C>(true, false, cols, d.dv, rows, C(1), k.pdrop, B, k.dy, k.dyLd, C(1), dvAcc, d.dv);
-      gemm<C>(true, false, d.d, cols, rows, p.scale, t.q, t.qLd, k.dsScores, B, C(1), dktAcc, B);
+      gemm<C>(true, false, cols, d.dv, rows, C(1), k.dropped, B, k.dy, k.dyLd, C(1), dvAcc, d.dv);
+      gemm<C>(true, false, d.d, cols, rows, p.scale, t.q, t.qLd, k.scores, B, C(1), dktAcc, B);
     }
-    for (int64_t e = 0; e < d.d; ++e)
-      for (int64_t c = 0; c < cols; ++c)
-        g.dkt[(h * d.d + e) * d.tk + j0 + c] = store<T>(dktAcc[e * B + c]);
-    for (int64_t c = 0; c < cols; ++c)
-      for (int64_t e = 0; e < d.dv; ++e)
-        g.dv[(h * d.tk + j0 + c) * d.dv + e] = store<T>(dvAcc[c * d.dv + e]);
+    storeKeyGradients(g, d, h, j0, cols, dktAcc, dvAcc);
   });
 
   // Pass B: a query block's dQ rows over every key block. Heads that share
@@ -542,7 +657,7 @@ Error attentionBackward(const KernelCall &call, const Problem<T> &p) {
         int64_t cols = std::min(B, end - j0);
         loadKeyTiles(p, h, j0, cols, t);
         gradTile(p, g, h, i0, rows, j0, cols, t, k);
-        gemm<C>(false, true, rows, d.d, cols, p.scale, k.dsScores, B, t.kt, t.ktLd, C(1), dqAcc, d.d);
+        gemm<C>(false, true, rows, d.d, cols, p.scale, k.scores, B, t.kt, t.ktLd, C(1), dqAcc, d.d);
         if (g.dbias)
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t c = 0; c < cols; ++c) {
