@@ -1,5 +1,6 @@
 //===- Checkpoint.cpp - Training checkpoints that survive crashes ---------===//
 #include "zinc/runtime/Checkpoint.h"
+#include "zinc/runtime/CheckpointFolder.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/Safetensors.h"
 #include "zinc/support/Error.h"
@@ -70,53 +71,9 @@ tensorBytes(Program &program, int id, std::vector<uint8_t> &scratch) {
   return llvm::ArrayRef<uint8_t>(scratch);
 }
 
-/// "step-<S>" -> S, for complete checkpoints' names only.
-llvm::Optional<uint64_t> stepOfName(llvm::StringRef name) {
-  uint64_t step;
-  if (!name.consume_front("step-") || name.getAsInteger(10, step))
-    return llvm::None;
-  return step;
-}
-
 llvm::Error removeTree(llvm::StringRef path) {
   if (std::error_code ec = llvm::sys::fs::remove_directories(path))
     return makeError(path + ": cannot remove: " + ec.message());
-  return llvm::Error::success();
-}
-
-/// Removes all but the newest `keep` checkpoints of `dir` (0: none), and the
-/// partial ones whose writer is gone.
-llvm::Error prune(llvm::StringRef dir, unsigned keep,
-                  const std::function<void(llvm::StringRef)> &note) {
-  std::vector<std::pair<uint64_t, std::string>> complete;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
-       it.increment(ec)) {
-    llvm::StringRef name = llvm::sys::path::filename(it->path());
-    if (auto step = stepOfName(name)) {
-      complete.push_back({*step, it->path()});
-      continue;
-    }
-    size_t at = name.find(".partial-");
-    int pid;
-    if (name.startswith("step-") && at != llvm::StringRef::npos &&
-        !name.drop_front(at + 9).getAsInteger(10, pid) && pid != ::getpid() &&
-        ::kill(pid, 0) != 0 && errno == ESRCH) {
-      if (auto err = removeTree(it->path()))
-        return err;
-      if (note)
-        note("removed " + it->path() +
-             ", a checkpoint its process did not finish");
-    }
-  }
-  if (ec)
-    return makeError(dir + ": cannot list: " + ec.message());
-  if (!keep || complete.size() <= keep)
-    return llvm::Error::success();
-  std::sort(complete.begin(), complete.end());
-  for (size_t i = 0; i + keep < complete.size(); ++i)
-    if (auto err = removeTree(complete[i].second))
-      return err;
   return llvm::Error::success();
 }
 
@@ -319,9 +276,17 @@ llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
   return writeFromRankZero(program, path, headers, produce);
 }
 
+std::string planChecksum(const Program &program) {
+  std::string bytes;
+  program.getPlan().SerializeToString(&bytes);
+  return llvm::utohexstr(llvm::xxHash64(bytes), /*LowerCase=*/true, /*Width=*/16);
+}
+
 llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
                            uint64_t stepsDone, uint64_t seed, unsigned keep,
-                           const std::function<void(llvm::StringRef)> &note) {
+                           const RunIdentity &id,
+                           const std::function<void(llvm::StringRef)> &note,
+                           const std::function<bool()> &stopRequested) {
   // Rank 0 writes the checkpoint; the other ranks take part in gathering
   // their shards into it and touch no file.
   bool writer = program.rank() == 0;
@@ -344,7 +309,17 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
     return addContext(std::move(err),
                       "checkpoint after step " + llvm::Twine(stepsDone));
   };
+  // A stop (SIGTERM, SIGINT) abandons the checkpoint between tensors: the
+  // previous one stays the newest, and nothing partial is left.
+  auto stopped = [&]() -> llvm::Error {
+    if (stopRequested && stopRequested())
+      return makeError("abandoned: the run is stopping");
+    return llvm::Error::success();
+  };
 
+  if (program.ranks() == 1)
+    if (auto err = stopped())
+      return fail(std::move(err));
   if (auto err = writeTrainedWeights(program, partial + "/" + kModelFile))
     return fail(std::move(err));
   // Every state tensor whole: a shard is gathered from the ranks and kept
@@ -364,6 +339,10 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
   if (auto err = writeFromRankZero(
           program, partial + "/" + kStateFile, headers,
           [&](size_t i, llvm::raw_ostream *os) -> llvm::Error {
+            // One rank alone may stop mid-way; several finish together.
+            if (program.ranks() == 1)
+              if (auto err = stopped())
+                return err;
             // A rank that writes nothing takes part only in the gathers.
             if (!os && !program.getPlan().tensors(ids[i]).shard_of_size())
               return llvm::Error::success();
@@ -388,6 +367,8 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
   }
   llvm::json::Object manifest{{"format", kFormat},
                               {"producer", "zinc-run"},
+                              {"plan_checksum", id.plan},
+                              {"run_id", id.run},
                               {"step", static_cast<int64_t>(stepsDone)},
                               {"seed", std::to_string(seed)},
                               {"ranks", static_cast<int64_t>(program.ranks())},
@@ -400,42 +381,99 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
         return llvm::Error::success();
       }))
     return fail(std::move(err));
+  if (program.ranks() == 1)
+    if (auto err = stopped())
+      return fail(std::move(err));
   for (const char *file : {kModelFile, kStateFile, kManifest})
     if (auto err = syncPath(partial + "/" + file))
       return fail(std::move(err));
   if (auto err = syncPath(partial))
     return fail(std::move(err));
-  // Publish: a checkpoint of the same step (an earlier run) is replaced.
-  if (llvm::sys::fs::exists(final))
-    if (auto err = removeTree(final))
+  // Publish: a checkpoint of the same step is replaced only if it is this
+  // run's own (an earlier attempt of a resumed run).
+  if (llvm::sys::fs::exists(final)) {
+    if (auto err = checkOwnCheckpoint(final, id))
       return fail(std::move(err));
+    auto gone = removeCheckpointFiles(final);
+    if (!gone)
+      return fail(gone.takeError());
+    if (!*gone)
+      return fail(makeError(final + ": holds files zinc did not write; zinc "
+                                    "does not replace it"));
+  }
   if (std::error_code ec = llvm::sys::fs::rename(partial, final))
     return fail(
         makeError(final + ": cannot rename into place: " + ec.message()));
   if (auto err = syncPath(dir))
     return err;
-  return prune(dir, keep, note);
+  return pruneCheckpoints(dir, keep, id, note);
 }
 
-llvm::Expected<ResumePoint> resumeFromCheckpoint(Program &program,
-                                                 llvm::StringRef path) {
+/// The checkpoint --resume=DIR continues from: the newest of this plan's
+/// (by step), or, when DIR holds none, the newest of another plan's, said
+/// in a note (a plan that differs only in its rank count resumes it; any
+/// other is refused by the manifest check that follows).
+static llvm::Expected<std::string>
+chooseCheckpoint(llvm::StringRef dir, llvm::StringRef plan,
+                 const std::function<void(llvm::StringRef)> &note) {
+  struct Candidate {
+    uint64_t step;
+    std::string path;
+    RunIdentity id;
+  };
+  llvm::Optional<Candidate> ofThisPlan, ofOtherPlans;
+  llvm::SmallVector<std::string, 4> runsOfThisPlan;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    auto step = stepOfCheckpointName(llvm::sys::path::filename(it->path()));
+    if (!step)
+      continue;
+    auto id = readRunIdentity(it->path());
+    if (!id)
+      continue; // not zinc's
+    bool mine = id->plan == plan;
+    llvm::Optional<Candidate> &best = mine ? ofThisPlan : ofOtherPlans;
+    if (!best || *step > best->step)
+      best = Candidate{*step, it->path(), *id};
+    if (mine && !llvm::is_contained(runsOfThisPlan, id->run))
+      runsOfThisPlan.push_back(id->run);
+  }
+  if (ec)
+    return makeError(dir + ": --resume: cannot list: " + ec.message());
+  if (ofThisPlan) {
+    if (runsOfThisPlan.size() > 1 && note)
+      note((dir + " holds checkpoints of " + llvm::Twine(runsOfThisPlan.size()) +
+            " runs of this plan; resuming the newest, " + ofThisPlan->path +
+            " (run " + ofThisPlan->id.run + ")")
+               .str());
+    return ofThisPlan->path;
+  }
+  if (!ofOtherPlans)
+    return makeError(dir + ": --resume: no complete checkpoint here (a "
+                           "step-<S> directory with a manifest.json)");
+  if (note) {
+    std::string whose = ofOtherPlans->id.plan.empty()
+                            ? std::string("written without a plan checksum")
+                            : "plan " + ofOtherPlans->id.plan;
+    note((dir + " holds no checkpoint of this plan (" + plan +
+          "); trying the newest of another plan, " + ofOtherPlans->path + " (" +
+          whose + "), which resumes only if its state tensors are this plan's")
+             .str());
+  }
+  return ofOtherPlans->path;
+}
+
+llvm::Expected<ResumePoint>
+resumeFromCheckpoint(Program &program, llvm::StringRef path,
+                     const std::function<void(llvm::StringRef)> &note) {
   std::string chosen = path.str();
+  std::string plan = planChecksum(program);
   if (!llvm::sys::fs::exists(path + "/" + kManifest)) {
-    std::error_code ec;
-    llvm::Optional<std::pair<uint64_t, std::string>> newest;
-    for (llvm::sys::fs::directory_iterator it(path, ec), end; it != end && !ec;
-         it.increment(ec)) {
-      auto step = stepOfName(llvm::sys::path::filename(it->path()));
-      if (step && llvm::sys::fs::exists(it->path() + "/" + kManifest) &&
-          (!newest || *step > newest->first))
-        newest = std::make_pair(*step, it->path());
-    }
-    if (ec)
-      return makeError(path + ": --resume: cannot list: " + ec.message());
-    if (!newest)
-      return makeError(path + ": --resume: no complete checkpoint here (a "
-                              "step-<S> directory with a manifest.json)");
-    chosen = newest->second;
+    auto found = chooseCheckpoint(path, plan, note);
+    if (!found)
+      return found.takeError();
+    chosen = *found;
   }
   std::string manifestPath = chosen + "/" + kManifest;
   auto text = llvm::MemoryBuffer::getFile(manifestPath);
@@ -528,7 +566,12 @@ llvm::Expected<ResumePoint> resumeFromCheckpoint(Program &program,
       std::memcpy(ref.data, bytes, t.size_bytes());
     }
   }
-  return ResumePoint{chosen, static_cast<uint64_t>(*step), seed};
+  // The run continues under its own identity (a checkpoint written before
+  // identities starts a new one), now with this plan's checksum.
+  RunIdentity id{plan, manifest->getString("run_id").getValueOr("").str()};
+  if (id.run.empty())
+    id.run = newRunId();
+  return ResumePoint{chosen, static_cast<uint64_t>(*step), seed, id};
 }
 
 } // namespace zinc::rt

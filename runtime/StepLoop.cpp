@@ -322,11 +322,23 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     startup.emplace();
     startup->times = *opts.startup;
   }
+  // The checkpoint directory is this run's alone while it runs
+  // (CheckpointFolder.h); rank 0 writes into it and holds it.
+  bool checkpointing = !opts.checkpointDir.empty();
+  std::unique_ptr<CheckpointLock> checkpointLock;
+  if (checkpointing && reporting) {
+    auto lock = CheckpointLock::acquire(opts.checkpointDir);
+    if (!lock)
+      return lock.takeError();
+    checkpointLock = std::move(*lock);
+  }
+  RunIdentity identity{planChecksum(program), newRunId()};
   if (!opts.resumePath.empty()) {
     auto resumeStart = Clock::now();
-    auto resumed = resumeFromCheckpoint(program, opts.resumePath);
+    auto resumed = resumeFromCheckpoint(program, opts.resumePath, opts.note);
     if (!resumed)
       return resumed.takeError();
+    identity = resumed->identity;
     if (startup)
       startup->resumeSeconds = secondsSince(resumeStart);
     // The checkpoint's values are in host memory now: nothing is left for
@@ -342,6 +354,15 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
                  " steps done, --steps=" + llvm::Twine(opts.steps))
                     .str());
   }
+  auto willCheckpoint = [&](uint64_t stepsDone) {
+    return stepsDone > firstStep && stepsDone <= opts.steps &&
+           ((opts.checkpointEvery && stepsDone % opts.checkpointEvery == 0) ||
+            stepsDone == opts.steps);
+  };
+  if (checkpointing && reporting)
+    if (auto err = checkCheckpointsToWrite(opts.checkpointDir, identity, willCheckpoint))
+      return err;
+  auto stopping = [&] { return opts.stopRequested && opts.stopRequested(); };
   InputFeeder feeder;
   if (auto err = feeder.open(program, opts))
     return err;
@@ -405,7 +426,12 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   auto stateToHost = [&]() -> llvm::Error {
     return opts.hooks ? opts.hooks->stateToHost() : llvm::Error::success();
   };
+  bool stopped = false;
   for (unsigned step = firstStep; step < opts.steps; ++step) {
+    if (stopping()) {
+      stopped = true;
+      break;
+    }
     feeder.feed(program, step);
     if (opts.hooks)
       if (auto err = opts.hooks->inputsToDevice(
@@ -460,23 +486,33 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
         return err;
     }
     onStep(report);
-    uint64_t stepsDone = step + 1;
-    if (!opts.checkpointDir.empty() &&
-        ((opts.checkpointEvery && stepsDone % opts.checkpointEvery == 0) ||
-         stepsDone == opts.steps)) {
-      if (auto err = stateToHost())
-        return err;
-      if (auto err = saveCheckpoint(program, opts.checkpointDir, stepsDone,
-                                    opts.seed, opts.checkpointKeep, opts.note))
-        return err;
-    }
     if (tracing)
       traced.push_back({elapsed, std::move(*result)});
     elapsed += report.seconds;
+    uint64_t stepsDone = step + 1;
+    if (checkpointing && willCheckpoint(stepsDone) && !stopping()) {
+      if (auto err = stateToHost())
+        return err;
+      if (auto err = saveCheckpoint(program, opts.checkpointDir, stepsDone,
+                                    opts.seed, opts.checkpointKeep, identity,
+                                    opts.note, opts.stopRequested)) {
+        if (!stopping())
+          return err;
+        // Abandoned for the stop: nothing of it is left.
+        llvm::consumeError(std::move(err));
+      }
+    }
   }
+  if (stopping())
+    stopped = true;
   if (metrics)
     if (auto err = closeOutput(*metrics, opts.metricsPath))
       return err;
+  // A stopped run has no final outputs or weights: its trace is all that
+  // is left to write.
+  if (stopped)
+    return tracing ? writeTrace(program, opts.tracePath, traced)
+                   : llvm::Error::success();
   if (!opts.saveOutputsPath.empty() && reporting)
     if (auto err = writeOutputs(program, opts.saveOutputsPath))
       return err;

@@ -31,6 +31,7 @@
 #ifndef ZINC_RUNTIME_CHECKPOINT_H
 #define ZINC_RUNTIME_CHECKPOINT_H
 
+#include "zinc/runtime/CheckpointFolder.h"
 #include "zinc/runtime/Program.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -45,12 +46,20 @@ namespace zinc::rt {
 /// checkpoint's model.safetensors); NVMe-resident ones one at a time.
 llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path);
 
-/// Writes DIR/step-<stepsDone> (replacing one of that name), then removes
-/// all but the newest `keep` checkpoints (0: keep all) and partial ones left
-/// by processes that died. `note` hears what was removed.
+/// The plan's identity in manifests: hex xxHash64 of its serialised form.
+std::string planChecksum(const Program &program);
+
+/// Writes DIR/step-<stepsDone> as run `id` (replacing one of that name only
+/// if it is `id`'s), then removes all but the newest `keep` checkpoints of
+/// run `id` (0: keep all) and partial ones left by processes that died
+/// (CheckpointFolder.h). The caller holds DIR's CheckpointLock. `note` hears
+/// what was removed. When `stopRequested` turns true on a single rank, the
+/// checkpoint is abandoned between tensors (an error, nothing left behind).
 llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
                            uint64_t stepsDone, uint64_t seed, unsigned keep,
-                           const std::function<void(llvm::StringRef)> &note);
+                           const RunIdentity &id,
+                           const std::function<void(llvm::StringRef)> &note,
+                           const std::function<bool()> &stopRequested = {});
 
 /// Where a run resumes.
 struct ResumePoint {
@@ -59,14 +68,18 @@ struct ResumePoint {
   /// Steps already done: the next step is this one (0-based).
   uint64_t stepsDone = 0;
   uint64_t seed = 0;
+  /// The run it continues, with this plan's checksum.
+  RunIdentity identity;
 };
 
 /// `path` is a checkpoint (it has a manifest.json) or a directory of them
-/// (the newest complete one is used). Checks the manifest against the plan
+/// (the newest complete one of this plan is used; with none, the newest of
+/// another plan, which `note` hears). Checks the manifest against the plan
 /// (naming the first difference) and the files against their checksums
 /// (naming the file), then loads every state tensor into its home tier.
-llvm::Expected<ResumePoint> resumeFromCheckpoint(Program &program,
-                                                 llvm::StringRef path);
+llvm::Expected<ResumePoint>
+resumeFromCheckpoint(Program &program, llvm::StringRef path,
+                     const std::function<void(llvm::StringRef)> &note = {});
 
 } // namespace zinc::rt
 

@@ -64,6 +64,12 @@ struct RunOptions {
   /// Resume from this checkpoint, or the newest one in this directory;
   /// `steps` is then the step count to reach. The checkpoint's seed is used.
   std::string resumePath;
+  /// Polled between steps and between a checkpoint's tensors (one rank):
+  /// once true (zinc-run's SIGTERM or SIGINT), the step in flight finishes,
+  /// a checkpoint being written is abandoned (no partial one is left), the
+  /// metrics and trace of the steps done are written, no outputs or weights
+  /// are saved, and runSteps returns success.
+  std::function<bool()> stopRequested;
   /// Receives one-line notes (resuming, checkpoints removed).
   std::function<void(llvm::StringRef)> note;
   /// A device backend's hooks (zinc-run --backend=cuda), or null: the GPU
