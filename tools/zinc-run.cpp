@@ -3,6 +3,7 @@
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/Calibrate.h"
 #include "zinc/runtime/StepLoop.h"
+#include "zinc/runtime/StopSignals.h"
 #ifdef ZINC_HAVE_CUDA
 #include "zinc/runtime/cuda/CudaCalibrate.h"
 #include "zinc/runtime/cuda/CudaRuntime.h"
@@ -360,7 +361,9 @@ static int toolMain(int argc, char **argv) {
 
   bool terminal = sys::Process::StandardErrIsDisplayed() && (!comm || comm->rank() == 0);
   auto start = std::chrono::steady_clock::now();
+  unsigned stepsDone = 0;
   auto onStep = [&](const zinc::rt::StepReport &r) {
+    stepsDone = r.step + 1;
     if (!r.reporting)
       return;
     if (r.startup) {
@@ -391,9 +394,25 @@ static int toolMain(int argc, char **argv) {
                           std::chrono::steady_clock::now() - start)
                           .count());
   };
+  // One process: SIGTERM and SIGINT stop the run cleanly (StopSignals.h).
+  // Several ranks keep the launcher's handler above: they cannot stop at
+  // one step together.
+  if (!comm) {
+    zinc::rt::installStopSignals();
+    opts.stopRequested = [] { return zinc::rt::stopSignal() != 0; };
+  }
   if (auto err = zinc::rt::runSteps(**program, opts, onStep)) {
     zinc::printError(tool, std::move(err));
     return 1;
+  }
+  if (int signal = zinc::rt::stopSignal()) {
+    if (terminal)
+      errs() << "\n";
+    zinc::printNote(tool, Twine("stopped by ") + (signal == SIGINT ? "SIGINT" : "SIGTERM") +
+                              " with " + Twine(stepsDone) + " of " + Twine(steps) +
+                              " steps done; their metrics and trace are written, no "
+                              "partial checkpoint is left");
+    return 128 + signal;
   }
   return 0;
 }
