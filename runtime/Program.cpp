@@ -2,6 +2,7 @@
 #include "zinc/plan/PlanNames.h"
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/comm/Communicator.h"
+#include "zinc/runtime/HostMemory.h"
 #include "zinc/plan/PlanVerifier.h"
 #include "zinc/runtime/WeightLoader.h"
 #include "zinc/runtime/storage/AlignedBuffer.h"
@@ -189,6 +190,11 @@ Program::load(llvm::StringRef planPath, const LoadOptions &opts) {
     return err;
   if (auto err = checkRanks(*plan, opts))
     return err;
+  // Before an arena is reserved or a weight read: the reservations succeed
+  // whatever their size, and the OOM killer would end the run in step 0.
+  if (auto err = checkHostMemory(hostMemoryNeed(*plan, opts.gpuTierInHostMemory),
+                                 hostMemoryLimit()))
+    return addContext(std::move(err), planPath);
   auto prog = create(std::move(*plan), opts, /*verify=*/true);
   if (!prog)
     return addContext(prog.takeError(), planPath);

@@ -289,6 +289,7 @@ static int toolMain(int argc, char **argv) {
   loadOpts.initSeed = seed;
   // The cuda backend makes GPU-tier parameters in device memory.
   loadOpts.deviceGeneratesGpuTier = backend == "cuda";
+  loadOpts.gpuTierInHostMemory = backend != "cuda";
   auto loadStart = std::chrono::steady_clock::now();
   auto program = zinc::rt::Program::load(planPath, loadOpts);
   if (!program) {

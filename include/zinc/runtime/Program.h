@@ -129,6 +129,10 @@ struct LoadOptions {
   /// (RandomInit.h), and no initializer of theirs is read.
   bool randomInit = false;
   uint64_t initSeed = 0;
+  /// Whether the GPU tier lives in host memory (the cpu backend emulates
+  /// it there): load() then counts its peak with the CPU tier's against the
+  /// machine's memory (HostMemory.h).
+  bool gpuTierInHostMemory = true;
   /// With randomInit: GPU-tier tensors are left to the device backend,
   /// which generates them in device memory (Program::deviceInit()).
   bool deviceGeneratesGpuTier = false;
