@@ -9,9 +9,11 @@
 //                      BatchNorm running statistics, the loss scale), in its
 //                      own type, keyed by its name in the plan; a ZeRO shard
 //                      is kept whole (gathered from every rank, unpadded);
-//   manifest.json      the step, the seed, the rank count, the plan's identity
-//                      (each state tensor's name, type and whole shape) and
-//                      each file's size and xxHash64.
+//   manifest.json      the step, the seed, the rank count, the run's identity
+//                      (the plan's checksum and the run id: which checkpoints
+//                      a run may prune or replace, CheckpointFolder.h), the
+//                      plan's state (each state tensor's name, type and whole
+//                      shape) and each file's size and xxHash64.
 // With several ranks, rank 0 writes the checkpoint while the others take
 // part in the gathers; on resume every rank reads its own share of each
 // whole tensor, so a checkpoint of N ranks resumes on M when the plans
