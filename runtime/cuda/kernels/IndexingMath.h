@@ -1,8 +1,10 @@
 //===- IndexingMath.h - Per-line and per-element math of IndexingOps.cu ---===//
 //
 // CumSum and ArgMax/ArgMin walk one line of a tensor viewed as
-// [outer, n, inner] around their axis (the cpu kernels' view); Tile and
-// GatherElements map each output element to the input element it reads.
+// [outer, n, inner] around their axis (the cpu kernels' view); Tile,
+// GatherElements and Pad map each output element to the input element it
+// reads, and constant Pad's gradient each input element to the output
+// element it became.
 // ZINC_HD, so that the host tests run them against the cpu kernels.
 //
 //===----------------------------------------------------------------------===//
@@ -99,6 +101,71 @@ ZINC_HD int64_t gatherElementsSource(int64_t e, int rank, const int64_t *outDims
     stride *= dataDims[d];
   }
   return src;
+}
+
+/// Pad's modes, in the order of the cpu's PadModeKind.
+enum class PadMode : int { Constant, Reflect, Edge, Wrap };
+
+/// The input index output index o of a dimension of input size n, `before`
+/// elements added before it, reads; -1 for the constant (the cpu's
+/// padSource).
+ZINC_HD int64_t padSourceIndex(PadMode mode, int64_t o, int64_t before, int64_t n) {
+  int64_t i = o - before;
+  if (i >= 0 && i < n)
+    return i;
+  switch (mode) {
+  case PadMode::Constant:
+    return -1;
+  case PadMode::Edge:
+    return i < 0 ? 0 : n - 1;
+  case PadMode::Reflect:
+    if (n == 1)
+      return 0;
+    while (i < 0 || i >= n)
+      i = i < 0 ? -i : 2 * (n - 1) - i;
+    return i;
+  case PadMode::Wrap:
+    return ((i % n) + n) % n;
+  }
+  return -1;
+}
+
+/// A padded tensor's geometry, passed by value to the kernels.
+struct PadView {
+  int rank = 0;
+  PadMode mode = PadMode::Constant;
+  int64_t in[kMaxViewRank] = {}, out[kMaxViewRank] = {}, before[kMaxViewRank] = {};
+};
+
+/// The input element output element e of Pad reads, -1 for the constant.
+ZINC_HD int64_t padSourceElement(const PadView &v, int64_t e) {
+  int64_t src = 0, stride = 1;
+  for (int d = v.rank - 1; d >= 0; --d) {
+    int64_t o = e % v.out[d];
+    e /= v.out[d];
+    int64_t i = padSourceIndex(v.mode, o, v.before[d], v.in[d]);
+    if (i < 0)
+      return -1;
+    src += i * stride;
+    stride *= v.in[d];
+  }
+  return src;
+}
+
+/// The output element that input element e of a constant Pad was written
+/// to, -1 where the pads cropped it: its gradient reads that element.
+ZINC_HD int64_t padTargetElement(const PadView &v, int64_t e) {
+  int64_t dst = 0, stride = 1;
+  for (int d = v.rank - 1; d >= 0; --d) {
+    int64_t i = e % v.in[d];
+    e /= v.in[d];
+    int64_t o = i + v.before[d];
+    if (o < 0 || o >= v.out[d])
+      return -1;
+    dst += o * stride;
+    stride *= v.out[d];
+  }
+  return dst;
 }
 
 /// ONNX's HardSigmoid, max(0, min(1, alpha x + beta)), and its gradient

@@ -1,5 +1,5 @@
 //===- IndexingOps.cu - CumSum, ArgMax/ArgMin, Tile, GatherElements, ------===//
-//                      HardSigmoid and its gradient on the GPU
+//                      Pad, HardSigmoid and their gradients on the GPU
 //
 // What the model families of the zoo compute from data at run time
 // (position ids from an attention mask, CLIP's end-of-text position, rotary
@@ -7,7 +7,8 @@
 // per-line / per-element math of IndexingMath.h:
 //  - CumSum and ArgMax/ArgMin: one thread per line of the [outer, n, inner]
 //    view around the axis (floats accumulate in double, integers wrap);
-//  - Tile and GatherElements: one thread per output element, moving bytes;
+//  - Tile, GatherElements and Pad: one thread per output element, moving
+//    bytes; constant Pad's gradient one per input element (a crop of dy);
 //    a GatherElements index out of range reads zero (a kernel cannot fail
 //    the step without a synchronisation; Gather does the same);
 //  - HardSigmoid and HardSigmoidGrad: elementwise, in float.
@@ -19,10 +20,12 @@
 #include "CudaKernels.h"
 #include "DeviceTypes.cuh"
 #include "IndexingMath.h"
+#include "PadGeometry.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 using llvm::Error;
@@ -155,6 +158,67 @@ __global__ void hardSigmoidGradKernel(const T *x, const T *dy, T *dx, int64_t n,
   int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e < n)
     dx[e] = storeF<T>(hardSigmoidGrad(loadF(x[e]), loadF(dy[e]), alpha, beta));
+}
+
+template <typename U>
+__global__ void padKernel(const U *x, U *y, int64_t n, PadView v, U constant) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n)
+    return;
+  int64_t src = padSourceElement(v, e);
+  y[e] = src < 0 ? constant : x[src];
+}
+
+template <typename U>
+__global__ void constantPadGradKernel(const U *dy, U *dx, int64_t n, PadView v) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n)
+    return;
+  int64_t dst = padTargetElement(v, e);
+  dx[e] = dst < 0 ? U{} : dy[dst];
+}
+
+/// Pad's geometry through the cpu's reading of its operands (pads, and
+/// axes from opset 18, read on the host as every index list is).
+llvm::Expected<PadView> padViewOf(const CudaKernelCall &call, llvm::ArrayRef<int64_t> inShape,
+                                  llvm::ArrayRef<int64_t> outShape, size_t padsInput,
+                                  size_t axesInput) {
+  llvm::SmallVector<cpu::TensorRef, 4> refs(call.inputs.size());
+  llvm::SmallVector<const cpu::TensorRef *, 4> ins(call.inputs.size(), nullptr);
+  for (size_t i : {padsInput, axesInput}) {
+    const DeviceTensor *t = call.input(i);
+    if (!t || (i == padsInput && call.opsetVersion < 11 && call.opType == "Pad"))
+      continue;
+    if (t->numElements() > 0) {
+      auto readable = isHostReadable(t->data);
+      if (!readable)
+        return readable.takeError();
+      if (!*readable)
+        return cudaKernelError("unsupported: " + call.opType + " with its " +
+                               (i == padsInput ? "pads" : "axes") +
+                               " in device memory on the cuda backend");
+    }
+    refs[i].dtype = t->dtype;
+    refs[i].shape.assign(t->shape.begin(), t->shape.end());
+    refs[i].data = t->data;
+    ins[i] = &refs[i];
+  }
+  cpu::KernelCall cpuCall{call.opType, call.nodeName, call.opsetVersion, call.attrs, ins, {}};
+  auto g = cpu::padGeometry(cpuCall, inShape, outShape, padsInput, axesInput);
+  if (!g)
+    return g.takeError();
+  if (inShape.size() > size_t(kMaxViewRank))
+    return cudaKernelError("unsupported: " + call.opType + " of rank " +
+                           Twine(inShape.size()) + " on the cuda backend");
+  PadView v;
+  v.rank = static_cast<int>(inShape.size());
+  v.mode = static_cast<PadMode>(static_cast<int>(g->mode));
+  for (int d = 0; d < v.rank; ++d) {
+    v.in[d] = inShape[d];
+    v.out[d] = outShape[d];
+    v.before[d] = g->before[d];
+  }
+  return v;
 }
 
 /// Calls fn(U{}) with U an unsigned integer of `bytes` bytes.
@@ -311,6 +375,77 @@ Error runGatherElements(const CudaKernelCall &call) {
           static_cast<const U *>(data->data), static_cast<const int32_t *>(indices->data),
           static_cast<U *>(out->data), n, *outDims, *dataDims, *axis);
     return checkLaunch("gatherElementsKernel");
+  });
+}
+
+Error runPad(const CudaKernelCall &call) {
+  const DeviceTensor *in = call.input(0);
+  DeviceTensor *out = call.output(0);
+  if (!in || !out || (call.opsetVersion >= 11 && !call.input(1)))
+    return cudaKernelError("Pad: expects data, pads and an output");
+  if (in->dtype != out->dtype || in->shape.size() != out->shape.size())
+    return cudaKernelError("Pad: output type or rank differs from the data's");
+  auto v = padViewOf(call, in->shape, out->shape, 1, 3);
+  if (!v)
+    return v.takeError();
+  size_t es = dtypeSize(in->dtype);
+  // The constant's bytes: the scalar operand (host-readable, a Constant),
+  // or the `value` attribute before opset 11.
+  uint64_t constant = 0;
+  if (const DeviceTensor *value = call.input(2)) {
+    if (value->dtype != in->dtype || value->numElements() != 1)
+      return cudaKernelError("Pad: constant_value must be a scalar of the data's type");
+    auto readable = isHostReadable(value->data);
+    if (!readable)
+      return readable.takeError();
+    if (!*readable)
+      return cudaKernelError("unsupported: Pad with its constant_value in device memory on "
+                             "the cuda backend");
+    std::memcpy(&constant, value->data, es);
+  } else if (call.opsetVersion < 11) {
+    if (in->dtype != DType::F32)
+      return cudaKernelError("unsupported: Pad's value attribute with " + dtypeName(in->dtype));
+    float f = static_cast<float>(call.attrs.getFloat("value", 0));
+    std::memcpy(&constant, &f, sizeof(f));
+  }
+  int64_t n = out->numElements();
+  return dispatchBytes(es, call.opType, [&](auto tag) -> Error {
+    using U = decltype(tag);
+    if (n == 0)
+      return Error::success();
+    U c;
+    std::memcpy(&c, &constant, sizeof(U));
+    padKernel<U><<<blocksFor(n), kThreads, 0, call.stream>>>(
+        static_cast<const U *>(in->data), static_cast<U *>(out->data), n, *v, c);
+    return checkLaunch("padKernel");
+  });
+}
+
+Error runPadGrad(const CudaKernelCall &call) {
+  const DeviceTensor *dy = call.input(0), *pads = call.input(1);
+  DeviceTensor *dx = call.output(0);
+  if (!dy || !pads || !dx)
+    return cudaKernelError("PadGrad: expects dy, pads and an output");
+  if (dy->dtype != dx->dtype || dy->shape.size() != dx->shape.size())
+    return cudaKernelError("PadGrad: dy and dx must share a type and rank");
+  auto v = padViewOf(call, dx->shape, dy->shape, 1, 2);
+  if (!v)
+    return v.takeError();
+  // Reflect, edge and wrap sum several outputs into one input element;
+  // without atomics (the backend's sums are deterministic) that is a
+  // gather over each element's sources, not written yet.
+  if (v->mode != PadMode::Constant)
+    return cudaKernelError("unsupported: PadGrad of mode '" +
+                           call.attrs.getString("mode", "constant") +
+                           "' on the cuda backend (constant only; the cpu backend has all)");
+  int64_t n = dx->numElements();
+  return dispatchBytes(dtypeSize(dx->dtype), call.opType, [&](auto tag) -> Error {
+    using U = decltype(tag);
+    if (n == 0)
+      return Error::success();
+    constantPadGradKernel<U><<<blocksFor(n), kThreads, 0, call.stream>>>(
+        static_cast<const U *>(dy->data), static_cast<U *>(dx->data), n, *v);
+    return checkLaunch("constantPadGradKernel");
   });
 }
 

@@ -1,5 +1,5 @@
 //===- CudaIndexingOpsTest.cpp - CumSum, ArgMax/Min, Tile, GatherElements, -===//
-//                              HardSigmoid: cuda vs cpu
+//                              Pad, HardSigmoid: cuda vs cpu
 //
 // On the host: IndexingMath.h's per-line and per-element functions, walked
 // over whole tensors as the kernels walk them, against the cpu kernels
@@ -129,6 +129,53 @@ TEST(CudaIndexingMath, TileAndGatherElementsSourcesMatchTheCpu) {
   }
 }
 
+TEST(CudaIndexingMath, PadSourcesAndConstantPadGradientMatchTheCpu) {
+  std::mt19937 rng(6);
+  const std::vector<int64_t> shape = {2, 3, 5};
+  OwnedTensor x = randomTensor(DType::F32, shape, rng);
+  std::vector<double> xs = valuesOf(x);
+  // pads: begins then ends; a negative one crops.
+  const std::vector<int64_t> pads = {0, 2, 3, 1, -1, 4};
+  for (auto [name, mode] : {std::pair{"constant", PadMode::Constant},
+                            std::pair{"reflect", PadMode::Reflect},
+                            std::pair{"edge", PadMode::Edge}, std::pair{"wrap", PadMode::Wrap}}) {
+    SCOPED_TRACE(name);
+    PadView v;
+    v.rank = 3;
+    v.mode = mode;
+    for (int d = 0; d < 3; ++d) {
+      v.in[d] = shape[d];
+      v.before[d] = pads[d];
+      v.out[d] = shape[d] + pads[d] + pads[d + 3];
+    }
+    std::vector<int64_t> outShape = {v.out[0], v.out[1], v.out[2]};
+    OwnedTensor padsT = OwnedTensor::ints({6}, pads);
+    OwnedTensor value = tensorOf(DType::F32, {}, {7.5});
+    OwnedTensor want(DType::F32, outShape);
+    runCpuKernel("Pad", attrs({zinc::cpu::test::stringAttr("mode", name)}), {&x, &padsT, &value},
+                 {&want});
+    std::vector<double> w = valuesOf(want);
+    for (int64_t e = 0; e < int64_t(w.size()); ++e) {
+      int64_t src = padSourceElement(v, e);
+      EXPECT_EQ(src < 0 ? 7.5 : xs[src], w[e]) << e;
+    }
+    if (mode != PadMode::Constant)
+      continue;
+    OwnedTensor dy = randomTensor(DType::F32, outShape, rng);
+    std::vector<double> dys = valuesOf(dy);
+    OwnedTensor wantDx(DType::F32, shape);
+    runCpuKernel("PadGrad",
+                 attrs({zinc::cpu::test::stringAttr("mode", name),
+                        zinc::cpu::test::intsAttr("shape", shape)}),
+                 {&dy, &padsT}, {&wantDx});
+    std::vector<double> wdx = valuesOf(wantDx);
+    for (int64_t e = 0; e < int64_t(wdx.size()); ++e) {
+      int64_t dst = padTargetElement(v, e);
+      EXPECT_EQ(dst < 0 ? 0.0 : dys[dst], wdx[e]) << e;
+    }
+  }
+}
+
 TEST(CudaIndexingMath, HardSigmoidMatchesTheCpu) {
   std::vector<double> values;
   for (int i = -40; i <= 40; ++i)
@@ -184,6 +231,23 @@ TEST_F(CudaIndexingDevice, EachKernelMatchesCpu) {
                    OwnedTensor::ints({3, 4}, {0, -1, 6, 2, 1, 1, 0, -7, 3, 5, 4, 2})};
   gather.outputs = {OwnedTensor(DType::F32, {3, 4})};
   runs.push_back(gather);
+  OpRun pad;
+  pad.op = "Pad";
+  pad.attrs = attrs({zinc::cpu::test::stringAttr("mode", "reflect")});
+  pad.inputs = {randomTensor(DType::BF16, {2, 3, 9}, rng), OwnedTensor::ints({6}, {0, 1, 2, 0, 2, 3})};
+  pad.hostInputs = {1};
+  pad.outputs = {OwnedTensor(DType::BF16, {2, 6, 14})};
+  runs.push_back(pad);
+  OpRun padGrad;
+  padGrad.op = "PadGrad";
+  padGrad.domain = "zinc";
+  padGrad.attrs = attrs({zinc::cpu::test::stringAttr("mode", "constant"),
+                         zinc::cpu::test::intsAttr("shape", {2, 3, 9})});
+  padGrad.inputs = {randomTensor(DType::F32, {2, 6, 10}, rng),
+                    OwnedTensor::ints({6}, {0, 1, 2, 0, 2, -1})};
+  padGrad.hostInputs = {1};
+  padGrad.outputs = {OwnedTensor(DType::F32, {2, 3, 9})};
+  runs.push_back(padGrad);
   for (const char *op : {"HardSigmoid", "HardSigmoidGrad"}) {
     OpRun hs;
     hs.op = op;
