@@ -22,9 +22,8 @@ static constexpr const char *kLockName = ".zinc-lock";
 
 /// The files saveCheckpoint writes into a checkpoint; a staged one carries
 /// a suffix (OutputFile.h), so these are prefixes.
-static constexpr const char *kZincFiles[] = {"model.safetensors",
-                                             "state.safetensors",
-                                             "manifest.json"};
+static constexpr const char *kZincFiles[] = {
+    "model.safetensors", "state.safetensors", "manifest.json"};
 
 std::string newRunId() {
   std::random_device device;
@@ -42,7 +41,8 @@ llvm::Optional<RunIdentity> readRunIdentity(llvm::StringRef checkpoint) {
     return llvm::None;
   }
   const llvm::json::Object *manifest = parsed->getAsObject();
-  if (!manifest || manifest->getString("producer") != llvm::StringRef("zinc-run"))
+  if (!manifest ||
+      manifest->getString("producer") != llvm::StringRef("zinc-run"))
     return llvm::None;
   RunIdentity id;
   id.plan = manifest->getString("plan_checksum").getValueOr("").str();
@@ -67,16 +67,18 @@ static std::string hostName() {
 llvm::Expected<std::unique_ptr<CheckpointLock>>
 CheckpointLock::acquire(llvm::StringRef dir) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return makeError(dir + ": cannot create the checkpoint directory: " +
-                     ec.message());
+    return makeError(
+        dir + ": cannot create the checkpoint directory: " + ec.message());
   std::string path = (dir + "/" + kLockName).str();
   // A holder that finishes removes the file: one that opened it just before
   // then locks a file nobody else sees, so the lock is retaken on the file
   // that is there.
   for (int attempt = 0; attempt < 16; ++attempt) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int fd =
+        ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
-      return makeError(path + ": cannot open the checkpoint directory's lock: " +
+      return makeError(path +
+                       ": cannot open the checkpoint directory's lock: " +
                        std::strerror(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       int err = errno;
@@ -88,10 +90,11 @@ CheckpointLock::acquire(llvm::StringRef dir) {
       llvm::StringRef who = n > 0 ? llvm::StringRef(holder, n).trim()
                                   : llvm::StringRef("a process that has not "
                                                     "written its name yet");
-      return makeError(dir + ": --checkpoint-dir is in use by another zinc-run (" +
-                       who + "); two runs in one directory would overwrite "
-                       "each other's checkpoints: wait for it, or choose "
-                       "another directory");
+      return makeError(
+          dir + ": --checkpoint-dir is in use by another zinc-run (" + who +
+          "); two runs in one directory would overwrite "
+          "each other's checkpoints: wait for it, or choose "
+          "another directory");
     }
     struct stat opened, named;
     if (::fstat(fd, &opened) != 0 || ::stat(path.c_str(), &named) != 0 ||
@@ -106,8 +109,8 @@ CheckpointLock::acquire(llvm::StringRef dir) {
       std::strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &utc);
     std::string who = "pid " + std::to_string(::getpid()) + " on host " +
                       hostName() + ", since " + since + "\n";
-    if (::ftruncate(fd, 0) != 0 ||
-        ::pwrite(fd, who.data(), who.size(), 0) != static_cast<ssize_t>(who.size())) {
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, who.data(), who.size(), 0) !=
+                                       static_cast<ssize_t>(who.size())) {
       int err = errno;
       ::close(fd);
       return makeError(path + ": cannot write: " + std::strerror(err));
@@ -161,10 +164,12 @@ static std::string ownerOf(llvm::StringRef checkpoint) {
     return "not a zinc checkpoint (no zinc manifest.json)";
   if (id->run.empty())
     return "a checkpoint of an earlier zinc-run, without a run identity";
-  return "a checkpoint of another run (run " + id->run + ", plan " + id->plan + ")";
+  return "a checkpoint of another run (run " + id->run + ", plan " + id->plan +
+         ")";
 }
 
-llvm::Error checkOwnCheckpoint(llvm::StringRef checkpoint, const RunIdentity &id) {
+llvm::Error checkOwnCheckpoint(llvm::StringRef checkpoint,
+                               const RunIdentity &id) {
   auto theirs = readRunIdentity(checkpoint);
   if (theirs && !theirs->run.empty() && theirs->run == id.run)
     return llvm::Error::success();
@@ -173,8 +178,9 @@ llvm::Error checkOwnCheckpoint(llvm::StringRef checkpoint, const RunIdentity &id
                    "it, or choose another --checkpoint-dir");
 }
 
-llvm::Error checkCheckpointsToWrite(llvm::StringRef dir, const RunIdentity &id,
-                                    llvm::function_ref<bool(uint64_t)> willWrite) {
+llvm::Error
+checkCheckpointsToWrite(llvm::StringRef dir, const RunIdentity &id,
+                        llvm::function_ref<bool(uint64_t)> willWrite) {
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
        it.increment(ec)) {
@@ -224,9 +230,11 @@ llvm::Error pruneCheckpoints(llvm::StringRef dir, unsigned keep,
     if (!gone)
       return gone.takeError();
     if (note)
-      note(*gone ? "removed " + path + ", a checkpoint its process did not finish"
-                 : "kept " + path + ", a checkpoint its process did not "
-                   "finish: it holds files zinc did not write");
+      note(*gone
+               ? "removed " + path + ", a checkpoint its process did not finish"
+               : "kept " + path +
+                     ", a checkpoint its process did not "
+                     "finish: it holds files zinc did not write");
   }
   if (!keep || own.size() <= keep)
     return llvm::Error::success();
@@ -236,7 +244,8 @@ llvm::Error pruneCheckpoints(llvm::StringRef dir, unsigned keep,
     if (!gone)
       return gone.takeError();
     if (!*gone && note)
-      note("kept " + own[i].second + " beyond --checkpoint-keep: it holds files "
+      note("kept " + own[i].second +
+           " beyond --checkpoint-keep: it holds files "
            "zinc did not write (zinc's own were removed)");
   }
   return llvm::Error::success();

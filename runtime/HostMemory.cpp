@@ -17,14 +17,16 @@ static llvm::Optional<uint64_t> readLimitFile(const std::string &path) {
   if (!buffer)
     return llvm::None;
   uint64_t bytes;
-  if ((*buffer)->getBuffer().trim().getAsInteger(10, bytes) || bytes >= kUnlimited)
+  if ((*buffer)->getBuffer().trim().getAsInteger(10, bytes) ||
+      bytes >= kUnlimited)
     return llvm::None;
   return bytes;
 }
 
 /// The cgroup path and its ancestors, deepest first: "/a/b" -> "/a/b",
 /// "/a", "". A limit set on any of them applies.
-static llvm::SmallVector<std::string, 8> selfAndAncestors(llvm::StringRef path) {
+static llvm::SmallVector<std::string, 8>
+selfAndAncestors(llvm::StringRef path) {
   llvm::SmallVector<std::string, 8> paths;
   path = path.rtrim('/');
   while (true) {
@@ -36,8 +38,9 @@ static llvm::SmallVector<std::string, 8> selfAndAncestors(llvm::StringRef path) 
   return paths;
 }
 
-llvm::Optional<MemoryLimit> readCgroupMemoryLimit(llvm::StringRef procSelfCgroup,
-                                                  llvm::StringRef cgroupRoot) {
+llvm::Optional<MemoryLimit>
+readCgroupMemoryLimit(llvm::StringRef procSelfCgroup,
+                      llvm::StringRef cgroupRoot) {
   auto text = llvm::MemoryBuffer::getFile(procSelfCgroup, /*IsText=*/true);
   if (!text)
     return llvm::None;
@@ -82,7 +85,8 @@ MemoryLimit hostMemoryLimit() {
   return physical;
 }
 
-HostMemoryNeed hostMemoryNeed(const plan::Plan &plan, bool gpuTierInHostMemory) {
+HostMemoryNeed hostMemoryNeed(const plan::Plan &plan,
+                              bool gpuTierInHostMemory) {
   bool cpuUsed = false;
   for (const plan::Tensor &t : plan.tensors())
     cpuUsed |= t.tier() == plan::TIER_CPU;
@@ -104,7 +108,8 @@ static std::string flagSize(uint64_t bytes) {
   return std::to_string(bytes / kMiB) + "MiB";
 }
 
-llvm::Error checkHostMemory(const HostMemoryNeed &need, const MemoryLimit &limit) {
+llvm::Error checkHostMemory(const HostMemoryNeed &need,
+                            const MemoryLimit &limit) {
   if (need.total() <= limit.bytes)
     return llvm::Error::success();
   std::string parts = "the cpu tier's proven peak " + formatSize(need.cpuTier);

@@ -73,12 +73,14 @@ llvm::Expected<bool> removeCheckpointFiles(llvm::StringRef path);
 /// Before step 0: every step-<S> under `dir` that the run will write
 /// (`willWrite(S)`) must be `id`'s own, or absent; otherwise an error names
 /// it and whose it is.
-llvm::Error checkCheckpointsToWrite(llvm::StringRef dir, const RunIdentity &id,
-                                    llvm::function_ref<bool(uint64_t)> willWrite);
+llvm::Error
+checkCheckpointsToWrite(llvm::StringRef dir, const RunIdentity &id,
+                        llvm::function_ref<bool(uint64_t)> willWrite);
 
 /// Whether `checkpoint` (a step-<S> folder) may be replaced by run `id`:
 /// it is `id`'s own. Otherwise an error says whose it is.
-llvm::Error checkOwnCheckpoint(llvm::StringRef checkpoint, const RunIdentity &id);
+llvm::Error checkOwnCheckpoint(llvm::StringRef checkpoint,
+                               const RunIdentity &id);
 
 /// Keeps the newest `keep` checkpoints of run `id` under `dir` (0: all) and
 /// removes the rest, and removes partial checkpoints left by processes

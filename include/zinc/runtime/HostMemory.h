@@ -51,7 +51,8 @@ HostMemoryNeed hostMemoryNeed(const plan::Plan &plan, bool gpuTierInHostMemory);
 
 /// An error saying what does not fit and what would, when `need` exceeds
 /// `limit`.
-llvm::Error checkHostMemory(const HostMemoryNeed &need, const MemoryLimit &limit);
+llvm::Error checkHostMemory(const HostMemoryNeed &need,
+                            const MemoryLimit &limit);
 
 } // namespace zinc::rt
 

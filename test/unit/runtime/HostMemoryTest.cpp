@@ -21,13 +21,16 @@ protected:
   void write(llvm::StringRef relative, llvm::StringRef text) {
     llvm::SmallString<128> path(root);
     llvm::sys::path::append(path, relative);
-    ASSERT_FALSE(llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)));
+    ASSERT_FALSE(
+        llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)));
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
     ASSERT_FALSE(ec);
     os << text;
   }
-  std::string path(llvm::StringRef relative) { return (root + "/" + relative).str(); }
+  std::string path(llvm::StringRef relative) {
+    return (root + "/" + relative).str();
+  }
 
   llvm::SmallString<128> root;
 };
@@ -71,12 +74,14 @@ TEST(HostMemory, TooLargeSaysWhatFits) {
   MemoryLimit limit{22 * GiB + GiB / 2, "/sys/fs/cgroup/memory.max"};
   llvm::Error err = checkHostMemory(need, limit);
   ASSERT_TRUE(static_cast<bool>(err));
-  EXPECT_EQ(llvm::toString(std::move(err)),
-            "the plan needs 30.00 GiB of host memory (the cpu tier's proven peak "
-            "30.00 GiB), and this machine has a cgroup limit of 22.50 GiB "
-            "(/sys/fs/cgroup/memory.max): compile it with --cpu-mem=22GiB or less "
-            "(offloading the rest to NVMe), or run it where it fits");
-  EXPECT_FALSE(static_cast<bool>(checkHostMemory(need, MemoryLimit{30 * GiB, "physical memory"})));
+  EXPECT_EQ(
+      llvm::toString(std::move(err)),
+      "the plan needs 30.00 GiB of host memory (the cpu tier's proven peak "
+      "30.00 GiB), and this machine has a cgroup limit of 22.50 GiB "
+      "(/sys/fs/cgroup/memory.max): compile it with --cpu-mem=22GiB or less "
+      "(offloading the rest to NVMe), or run it where it fits");
+  EXPECT_FALSE(static_cast<bool>(
+      checkHostMemory(need, MemoryLimit{30 * GiB, "physical memory"})));
 }
 
 // The emulated GPU tier counts on the cpu backend only.
