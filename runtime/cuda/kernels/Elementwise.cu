@@ -105,6 +105,8 @@ ZINC_EW_MATH2(MulMath, mulValues)
 ZINC_EW_MATH2(DivMath, divValues)
 ZINC_EW_MATH2(MaxMath, maxValues)
 ZINC_EW_MATH2(MinMath, minValues)
+ZINC_EW_MATH2(ModMath, modValues)
+ZINC_EW_MATH2(FmodMath, fmodValues)
 ZINC_EW_MATH2(ReluGradMath, reluGrad)
 ZINC_EW_MATH2(GeluGradMath, geluErfGrad)
 ZINC_EW_MATH2(GeluTanhGradMath, geluTanhGrad)
@@ -426,6 +428,9 @@ llvm::StringRef opName(BinaryOpKind op) {
     return "Max";
   case BinaryOpKind::Min:
     return "Min";
+  case BinaryOpKind::Mod:
+  case BinaryOpKind::Fmod:
+    return "Mod";
   }
   return "?";
 }
@@ -922,6 +927,12 @@ llvm::Error launchBinary(BinaryOpKind op, const DeviceTensor &a,
                                           stream, name);
     case BinaryOpKind::Min:
       return queueBinary<narrow, T, T, T>(SameType2<MinMath>{}, a, b, y, m,
+                                          stream, name);
+    case BinaryOpKind::Mod:
+      return queueBinary<narrow, T, T, T>(SameType2<ModMath>{}, a, b, y, m,
+                                          stream, name);
+    case BinaryOpKind::Fmod:
+      return queueBinary<narrow, T, T, T>(SameType2<FmodMath>{}, a, b, y, m,
                                           stream, name);
     default:
       return queueBinary<narrow, T, T, T>(SameType2<DivMath>{}, a, b, y, m,

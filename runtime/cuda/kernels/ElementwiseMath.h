@@ -92,6 +92,39 @@ template <typename C> ZINC_HD C minValues(C a, C b) {
     return b;
   return a <= b ? a : b;
 }
+/// Mod as the cpu's: integers take the divisor's sign (ONNX fmod=0, Python's
+/// %) and floats C's fmod (fmod=1, the only float form ONNX allows); x % 0
+/// and x % -1 are 0 (the cpu refuses the first before it starts; a kernel
+/// cannot, see divValues).
+template <typename C> ZINC_HD C modValues(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    if (b == C(0))
+      return C(0);
+    if constexpr (std::is_signed_v<C>)
+      if (b == C(-1))
+        return C(0);
+    C r = static_cast<C>(a % b);
+    if constexpr (std::is_signed_v<C>)
+      if (r != 0 && ((r < 0) != (b < 0)))
+        r = static_cast<C>(r + b);
+    return r;
+  } else {
+    return fmod(a, b);
+  }
+}
+/// fmod=1 on integers: the remainder takes the dividend's sign (C's %).
+template <typename C> ZINC_HD C fmodValues(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    if (b == C(0))
+      return C(0);
+    if constexpr (std::is_signed_v<C>)
+      if (b == C(-1))
+        return C(0);
+    return static_cast<C>(a % b);
+  } else {
+    return fmod(a, b);
+  }
+}
 template <typename C> ZINC_HD C mulValues(C a, C b) {
   if constexpr (std::is_integral_v<C>)
     return static_cast<C>(WrapT<C>(a) * WrapT<C>(b));

@@ -106,6 +106,13 @@ llvm::Error runMax(const CudaKernelCall &call) {
 llvm::Error runMin(const CudaKernelCall &call) {
   return runExtremum(call, BinaryOpKind::Min);
 }
+/// Mod {fmod}: a float Mod needs fmod=1, as on the cpu.
+llvm::Error runMod(const CudaKernelCall &call) {
+  bool fmod = call.attrs.getInt("fmod", 0) != 0;
+  if (call.input(0) && !fmod && isFloatDType(call.input(0)->dtype))
+    return cudaKernelError("Mod: a float Mod needs fmod=1");
+  return runBinary(call, fmod ? BinaryOpKind::Fmod : BinaryOpKind::Mod);
+}
 llvm::Error runAnd(const CudaKernelCall &call) {
   return runBinary(call, BinaryOpKind::And);
 }

@@ -163,6 +163,29 @@ TEST(ElementwiseMath, MaxAndMinMatchCpuWithNaNAndTies) {
   }
 }
 
+TEST(ElementwiseMath, ModMatchesCpu) {
+  // Integers, every sign pair, both forms; floats through fmod.
+  std::vector<double> as = {7, -7, 7, -7, 0, 9, -9, 5}, bs = {3, 3, -3, -3, 4, 9, 2, -7};
+  int64_t n = static_cast<int64_t>(as.size());
+  OwnedTensor a = tensorOf(DType::I64, {n}, as), b = tensorOf(DType::I64, {n}, bs);
+  for (int fmod : {0, 1}) {
+    std::vector<double> got =
+        valuesOf(cpuResult("Mod", false, attrs({intAttr("fmod", fmod)}), {&a, &b}, DType::I64, {n}));
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t x = int64_t(as[i]), z = int64_t(bs[i]);
+      int64_t want = fmod ? ew::fmodValues(x, z) : ew::modValues(x, z);
+      EXPECT_EQ(double(want), got[i]) << "fmod " << fmod << " at " << i;
+    }
+  }
+  OwnedTensor fa = tensorOf(DType::F64, {n}, {7.5, -7.5, 7.5, -7.5, 0, 9, -9.25, 5});
+  OwnedTensor fb = tensorOf(DType::F64, {n}, {2, 2, -2, -2, 4, 9, 2.5, -7});
+  std::vector<double> fgot =
+      valuesOf(cpuResult("Mod", false, attrs({intAttr("fmod", 1)}), {&fa, &fb}, DType::F64, {n}));
+  std::vector<double> fas = valuesOf(fa), fbs = valuesOf(fb);
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(ew::fmodValues(fas[i], fbs[i]), fgot[i]) << i;
+}
+
 TEST(ElementwiseMath, GradientsMatchCpuInDouble) {
   std::vector<double> xs(kActivationInputs.begin(),
                          kActivationInputs.end() - 3);

@@ -1,5 +1,5 @@
 //===- CudaIndexingOpsTest.cpp - CumSum, ArgMax/Min, Tile, GatherElements, -===//
-//                              Pad, HardSigmoid: cuda vs cpu
+//                              Pad, HardSigmoid, Mod: cuda vs cpu
 //
 // On the host: IndexingMath.h's per-line and per-element functions, walked
 // over whole tensors as the kernels walk them, against the cpu kernels
@@ -248,6 +248,15 @@ TEST_F(CudaIndexingDevice, EachKernelMatchesCpu) {
   padGrad.hostInputs = {1};
   padGrad.outputs = {OwnedTensor(DType::F32, {2, 3, 9})};
   runs.push_back(padGrad);
+  for (int fmod : {0, 1}) {
+    OpRun mod;
+    mod.op = "Mod";
+    mod.attrs = attrs({intAttr("fmod", fmod)});
+    mod.inputs = {OwnedTensor::ints({2, 4}, {7, -7, 7, -7, 0, 9, -9, 5}),
+                  OwnedTensor::ints({4}, {3, -3, 2, -5})};
+    mod.outputs = {OwnedTensor(DType::I64, {2, 4})};
+    runs.push_back(mod);
+  }
   for (const char *op : {"HardSigmoid", "HardSigmoidGrad"}) {
     OpRun hs;
     hs.op = op;

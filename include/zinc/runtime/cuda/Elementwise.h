@@ -23,6 +23,7 @@ namespace zinc::cuda {
 /// i32 or i64 base an exponent of i32, i64, f32 or f64. Equal, Less,
 /// Greater, LessOrEqual, GreaterOrEqual: a and b of one type (Add's, or
 /// bool), y bool. And, Or, Xor: all bool. Max, Min: Add's types, NaN wins.
+/// Mod (integers) and Fmod: Add's types, x % 0 is 0.
 enum class BinaryOpKind {
   Add,
   Sub,
@@ -39,6 +40,8 @@ enum class BinaryOpKind {
   Xor,
   Max,
   Min,
+  Mod,  // integers: the divisor's sign (fmod=0)
+  Fmod, // the dividend's sign (fmod=1; floats only take this form)
 };
 
 /// Gelu is the exact (erf) form, ONNX's approximate="none"; GeluTanh is
