@@ -194,6 +194,24 @@ checkCheckpointsToWrite(llvm::StringRef dir, const RunIdentity &id,
   return llvm::Error::success();
 }
 
+llvm::Optional<std::string> newestCheckpointOfOtherRuns(llvm::StringRef dir,
+                                                        const RunIdentity &id) {
+  llvm::Optional<std::pair<uint64_t, std::string>> newest;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    auto step = stepOfCheckpointName(llvm::sys::path::filename(it->path()));
+    if (!step || (newest && *step <= newest->first))
+      continue;
+    auto theirs = readRunIdentity(it->path());
+    if (theirs && theirs->run != id.run)
+      newest = std::make_pair(*step, it->path());
+  }
+  if (!newest)
+    return llvm::None;
+  return newest->second;
+}
+
 /// "step-<S>.partial-<pid>" -> pid.
 static llvm::Optional<int> writerOfPartial(llvm::StringRef name) {
   size_t at = name.find(".partial-");

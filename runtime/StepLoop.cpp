@@ -359,9 +359,16 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
            ((opts.checkpointEvery && stepsDone % opts.checkpointEvery == 0) ||
             stepsDone == opts.steps);
   };
-  if (checkpointing && reporting)
+  if (checkpointing && reporting) {
     if (auto err = checkCheckpointsToWrite(opts.checkpointDir, identity, willCheckpoint))
       return err;
+    // A user who meant to continue would otherwise find out much later.
+    if (opts.resumePath.empty() && opts.note)
+      if (auto other = newestCheckpointOfOtherRuns(opts.checkpointDir, identity))
+        opts.note("starting a new run beside the checkpoints of another run in " +
+                  opts.checkpointDir + " (the newest: " + *other +
+                  "), which it keeps (to continue instead, give --resume)");
+  }
   auto stopping = [&] { return opts.stopRequested && opts.stopRequested(); };
   InputFeeder feeder;
   if (auto err = feeder.open(program, opts))

@@ -82,6 +82,11 @@ checkCheckpointsToWrite(llvm::StringRef dir, const RunIdentity &id,
 llvm::Error checkOwnCheckpoint(llvm::StringRef checkpoint,
                                const RunIdentity &id);
 
+/// The newest zinc checkpoint under `dir` (by step) that is not run `id`'s,
+/// if any: a fresh run says it starts beside it rather than from it.
+llvm::Optional<std::string> newestCheckpointOfOtherRuns(llvm::StringRef dir,
+                                                        const RunIdentity &id);
+
 /// Keeps the newest `keep` checkpoints of run `id` under `dir` (0: all) and
 /// removes the rest, and removes partial checkpoints left by processes
 /// other than this one (the lock says they are gone). Nothing that is not
