@@ -103,6 +103,24 @@ ZINC_HD int64_t gatherElementsSource(int64_t e, int rank, const int64_t *outDims
   return src;
 }
 
+/// ScatterND: the first data element tuple t of `indices` ([tuples, k],
+/// row-major) selects, or -1 when an index is out of range.
+template <typename I>
+ZINC_HD int64_t scatterNdTarget(const I *indices, int64_t t, int k, const int64_t *dataDims,
+                                int rank) {
+  int64_t offset = 0;
+  for (int j = 0; j < k; ++j) {
+    int64_t stride = 1;
+    for (int d = j + 1; d < rank; ++d)
+      stride *= dataDims[d];
+    int64_t i = wrapIndex(static_cast<int64_t>(indices[t * k + j]), dataDims[j]);
+    if (i < 0)
+      return -1;
+    offset += i * stride;
+  }
+  return offset;
+}
+
 /// Pad's modes, in the order of the cpu's PadModeKind.
 enum class PadMode : int { Constant, Reflect, Edge, Wrap };
 

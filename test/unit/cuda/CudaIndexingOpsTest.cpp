@@ -1,5 +1,5 @@
 //===- CudaIndexingOpsTest.cpp - CumSum, ArgMax/Min, Tile, GatherElements, -===//
-//                              Pad, HardSigmoid, Mod: cuda vs cpu
+//                              Pad, scatters, HardSigmoid, Mod: cuda vs cpu
 //
 // On the host: IndexingMath.h's per-line and per-element functions, walked
 // over whole tensors as the kernels walk them, against the cpu kernels
@@ -176,6 +176,40 @@ TEST(CudaIndexingMath, PadSourcesAndConstantPadGradientMatchTheCpu) {
   }
 }
 
+TEST(CudaIndexingMath, ScatterTargetsMatchTheCpu) {
+  // Each update is a distinct value placed by the kernel's target math;
+  // the cpu's output must hold it there (indices unique, negatives wrap).
+  std::mt19937 rng(8);
+  OwnedTensor data = randomTensor(DType::F32, {4, 3, 2}, rng);
+  {
+    std::vector<int64_t> idx = {1, -1, 3, 0, 0, 2};
+    OwnedTensor indices = OwnedTensor::ints({3, 2}, idx);
+    OwnedTensor updates = randomTensor(DType::F32, {3, 2}, rng);
+    OwnedTensor want(DType::F32, {4, 3, 2});
+    runCpuKernel("ScatterND", {}, {&data, &indices, &updates}, {&want});
+    std::vector<double> w = valuesOf(want), u = valuesOf(updates);
+    const int64_t dims[] = {4, 3, 2};
+    for (int64_t t = 0; t < 3; ++t) {
+      int64_t target = scatterNdTarget(idx.data(), t, 2, dims, 3);
+      ASSERT_GE(target, 0);
+      for (int64_t e = 0; e < 2; ++e)
+        EXPECT_EQ(w[target + e], u[t * 2 + e]) << t;
+    }
+  }
+  {
+    std::vector<int64_t> idx = {2, 0, -1, 1, 3, 0};
+    OwnedTensor indices = OwnedTensor::ints({1, 3, 2}, idx);
+    OwnedTensor updates = randomTensor(DType::F32, {1, 3, 2}, rng);
+    OwnedTensor want(DType::F32, {4, 3, 2});
+    runCpuKernel("ScatterElements", attrs({intAttr("axis", 0)}), {&data, &indices, &updates},
+                 {&want});
+    std::vector<double> w = valuesOf(want), u = valuesOf(updates);
+    const int64_t upd[] = {1, 3, 2}, dims[] = {4, 3, 2};
+    for (int64_t p = 0; p < 6; ++p)
+      EXPECT_EQ(w[gatherElementsSource(p, 3, upd, dims, 0, wrapIndex(idx[p], 4))], u[p]) << p;
+  }
+}
+
 TEST(CudaIndexingMath, HardSigmoidMatchesTheCpu) {
   std::vector<double> values;
   for (int i = -40; i <= 40; ++i)
@@ -248,6 +282,22 @@ TEST_F(CudaIndexingDevice, EachKernelMatchesCpu) {
   padGrad.hostInputs = {1};
   padGrad.outputs = {OwnedTensor(DType::F32, {2, 3, 9})};
   runs.push_back(padGrad);
+  OpRun scatterNd;
+  scatterNd.op = "ScatterND";
+  scatterNd.attrs = attrs({zinc::cpu::test::stringAttr("reduction", "add")});
+  scatterNd.inputs = {randomTensor(DType::F32, {5, 40}, rng),
+                      OwnedTensor::ints({4, 1}, {1, -1, 1, 3}),
+                      randomTensor(DType::F32, {4, 40}, rng)};
+  scatterNd.outputs = {OwnedTensor(DType::F32, {5, 40})};
+  runs.push_back(scatterNd);
+  OpRun scatterElements;
+  scatterElements.op = "ScatterElements";
+  scatterElements.attrs = attrs({intAttr("axis", 1)});
+  scatterElements.inputs = {OwnedTensor::ints({2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}),
+                            OwnedTensor::ints({2, 2}, {4, 0, -2, 4}),
+                            OwnedTensor::ints({2, 2}, {-1, -2, -3, -4})};
+  scatterElements.outputs = {OwnedTensor(DType::I64, {2, 5})};
+  runs.push_back(scatterElements);
   for (int fmod : {0, 1}) {
     OpRun mod;
     mod.op = "Mod";
