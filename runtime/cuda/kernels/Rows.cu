@@ -246,15 +246,31 @@ __device__ __forceinline__ unsigned long long accLoad(int64_t v) {
 }
 template <typename T> using AccOf = decltype(accLoad(T{}));
 
-/// The output of a sum `a` of `n` elements: the mean rounded once, or an
-/// integer mean truncated toward zero (n > 0 is checked on the host).
-template <typename TOut, bool Mean, typename Acc>
+/// Which reduction of the sum family: the sum, the mean (rounded once), or
+/// the 2-norm (the square root of the sum of squares).
+enum class ReduceOp { Sum, Mean, L2 };
+
+/// What element v adds to the accumulator.
+template <ReduceOp Op, typename T> __device__ __forceinline__ AccOf<T> accTerm(T v) {
+  AccOf<T> a = accLoad(v);
+  if constexpr (Op == ReduceOp::L2)
+    return a * a;
+  else
+    return a;
+}
+
+/// The output of an accumulated `a` over `n` elements: the mean rounded
+/// once, an integer mean truncated toward zero (n > 0 is checked on the
+/// host), or the norm's square root.
+template <typename TOut, ReduceOp Op, typename Acc>
 __device__ __forceinline__ TOut finishAcc(Acc a, int64_t n) {
   if constexpr (std::is_integral_v<TOut>) {
     int64_t v = static_cast<int64_t>(a);
-    return static_cast<TOut>(Mean ? v / n : v);
+    return static_cast<TOut>(Op == ReduceOp::Mean ? v / n : v);
   } else {
-    return storeF<TOut>(Mean ? a / static_cast<float>(n) : a);
+    return storeF<TOut>(Op == ReduceOp::Mean ? a / static_cast<float>(n)
+                        : Op == ReduceOp::L2 ? sqrtf(a)
+                                             : a);
   }
 }
 
@@ -268,7 +284,7 @@ template <typename TOut> __device__ __forceinline__ TOut poison() {
 }
 
 /// out[o] = reduce(in[o, :]) for [outer, red]: one warp per output.
-template <typename TIn, typename TOut, bool Mean>
+template <typename TIn, typename TOut, ReduceOp Op>
 __global__ void reduceRowsKernel(const TIn *__restrict__ in,
                                  TOut *__restrict__ out, int64_t outer,
                                  int64_t red) {
@@ -280,19 +296,19 @@ __global__ void reduceRowsKernel(const TIn *__restrict__ in,
     const TIn *row = in + o * red;
     Acc a = 0;
     for (int64_t j = lane; j < red; j += 32)
-      a += accLoad(row[j]);
+      a += accTerm<Op>(row[j]);
 #pragma unroll
     for (int m = 16; m > 0; m /= 2)
       a += __shfl_xor_sync(0xffffffffu, a, m);
     if (lane == 0)
-      out[o] = finishAcc<TOut, Mean>(a, red);
+      out[o] = finishAcc<TOut, Op>(a, red);
   }
 }
 
 /// out[o, i] = reduce_j in[o, j, i] for [outer, red, inner] with many rows
 /// and few columns (a bias gradient): block (32, 32) per 32 columns of one
 /// o, row phases added in order.
-template <typename TIn, typename TOut, bool Mean>
+template <typename TIn, typename TOut, ReduceOp Op>
 __global__ void reduceColumnsKernel(const TIn *__restrict__ in,
                                     TOut *__restrict__ out, int64_t outer,
                                     int64_t red, int64_t inner) {
@@ -304,14 +320,14 @@ __global__ void reduceColumnsKernel(const TIn *__restrict__ in,
     Acc a = 0;
     if (i < inner)
       for (int64_t j = ty; j < red; j += kTile)
-        a += accLoad(in[(o * red + j) * inner + i]);
+        a += accTerm<Op>(in[(o * red + j) * inner + i]);
     partial[ty][tx] = a;
     __syncthreads();
     if (ty == 0 && i < inner) {
       Acc s = 0;
       for (int k = 0; k < kTile; ++k)
         s += partial[k][tx];
-      out[o * inner + i] = finishAcc<TOut, Mean>(s, red);
+      out[o * inner + i] = finishAcc<TOut, Op>(s, red);
     }
     __syncthreads();
   }
@@ -320,7 +336,7 @@ __global__ void reduceColumnsKernel(const TIn *__restrict__ in,
 /// Any reduction: one thread per output, looping over its reduced elements
 /// (the innermost reduced dimension without divisions). For [N, C] summed
 /// over N the threads of a warp read consecutive columns.
-template <typename TIn, typename TOut, bool Mean>
+template <typename TIn, typename TOut, ReduceOp Op>
 __global__ void reduceGenericKernel(const TIn *__restrict__ in,
                                     TOut *__restrict__ out, int64_t outCount,
                                     ReduceChoices c) {
@@ -355,15 +371,15 @@ __global__ void reduceGenericKernel(const TIn *__restrict__ in,
     for (int64_t r = 0; r < runs; ++r) {
       const TIn *run = in + base + reduceOffset(p, r * len);
       for (int64_t l = 0; l < len; ++l)
-        a += accLoad(run[l * lenStride]);
+        a += accTerm<Op>(run[l * lenStride]);
     }
-    out[o] = finishAcc<TOut, Mean>(a, p.redCount);
+    out[o] = finishAcc<TOut, Op>(a, p.redCount);
   }
 }
 
 /// Launches the reduction of `in` to `out` for `choices`, picking the fast
 /// kernels where a single plan has the [outer, red, inner] form.
-template <typename TIn, typename TOut, bool Mean>
+template <typename TIn, typename TOut, ReduceOp Op>
 Error launchReduce(const TIn *in, TOut *out, const ReduceChoices &choices,
                    cudaStream_t stream) {
   const ReducePlan &p = choices.plans[0];
@@ -372,7 +388,7 @@ Error launchReduce(const TIn *in, TOut *out, const ReduceChoices &choices,
     if (inner == 1) {
       constexpr int threads = 256;
       int64_t blocks = (outer + threads / 32 - 1) / (threads / 32);
-      reduceRowsKernel<TIn, TOut, Mean>
+      reduceRowsKernel<TIn, TOut, Op>
           <<<rowBlocks(blocks), threads, 0, stream>>>(in, out, outer, red);
       return checkLaunch("reduceRowsKernel");
     }
@@ -381,14 +397,14 @@ Error launchReduce(const TIn *in, TOut *out, const ReduceChoices &choices,
     if (red >= 4 * kTile && p.outCount < (int64_t(1) << 16)) {
       dim3 grid(static_cast<unsigned>((inner + kTile - 1) / kTile),
                 static_cast<unsigned>(std::min<int64_t>(outer, 65535)));
-      reduceColumnsKernel<TIn, TOut, Mean>
+      reduceColumnsKernel<TIn, TOut, Op>
           <<<grid, dim3(kTile, kTile), 0, stream>>>(in, out, outer, red,
                                                     inner);
       return checkLaunch("reduceColumnsKernel");
     }
   }
   constexpr unsigned threads = 256;
-  reduceGenericKernel<TIn, TOut, Mean>
+  reduceGenericKernel<TIn, TOut, Op>
       <<<gridFor(p.outCount, threads), threads, 0, stream>>>(
           in, out, p.outCount, choices);
   return checkLaunch("reduceGenericKernel");
@@ -745,21 +761,21 @@ Error runLayerNormalizationGrad(const CudaKernelCall &call) {
     ReduceChoices copy;
     bool none[kMaxViewRank] = {};
     planReduce(norm, ArrayRef<bool>(none, norm.size()), copy.plans[0]);
-    if (Error e = launchReduce<float, T, false>(
+    if (Error e = launchReduce<float, T, ReduceOp::Sum>(
             colScale, pdscale, scaleDirect ? copy : scaleSum, call.stream))
       return e;
     if (pdbias)
-      return launchReduce<float, T, false>(
+      return launchReduce<float, T, ReduceOp::Sum>(
           colBias, pdbias, biasDirect ? copy : biasSum, call.stream);
     return Error::success();
   });
 }
 
 //===----------------------------------------------------------------------===//
-// ReduceSum, ReduceMean
+// ReduceSum, ReduceMean, ReduceL2
 //===----------------------------------------------------------------------===//
 
-template <bool Mean> static Error runReduce(const CudaKernelCall &call) {
+template <ReduceOp Op> static Error runReduce(const CudaKernelCall &call) {
   const DeviceTensor *x = call.input(0);
   DeviceTensor *y = call.output(0);
   if (!x || !y)
@@ -769,6 +785,9 @@ template <bool Mean> static Error runReduce(const CudaKernelCall &call) {
                            dtypeName(y->dtype) + " differs from input " +
                            dtypeName(x->dtype));
   DType dtype = x->dtype;
+  if (Op == ReduceOp::L2 && !isKernelFloat(dtype))
+    return cudaKernelError("unsupported: " + call.opType + " of " + dtypeName(dtype) +
+                           " on the cuda backend (f32, f16, bf16)");
   if (!isKernelFloat(dtype) && dtype != DType::I32 && dtype != DType::I64)
     return cudaKernelError("unsupported: " + call.opType + " of " +
                            dtypeName(dtype) +
@@ -778,7 +797,7 @@ template <bool Mean> static Error runReduce(const CudaKernelCall &call) {
   if (Error e = planReduceChoices(
           call, /*readHostAxes=*/false, choices, done,
           [&](const ReducePlan &plan) -> Error {
-            if (Mean && !isKernelFloat(dtype) && plan.redCount == 0)
+            if (Op == ReduceOp::Mean && !isKernelFloat(dtype) && plan.redCount == 0)
               return cudaKernelError(call.opType +
                                      ": integer mean of no elements");
             return Error::success();
@@ -791,7 +810,7 @@ template <bool Mean> static Error runReduce(const CudaKernelCall &call) {
 
   auto launch = [&](auto tag) -> Error {
     using T = decltype(tag);
-    return launchReduce<T, T, Mean>(static_cast<const T *>(x->data),
+    return launchReduce<T, T, Op>(static_cast<const T *>(x->data),
                                     static_cast<T *>(y->data), choices,
                                     call.stream);
   };
@@ -803,10 +822,13 @@ template <bool Mean> static Error runReduce(const CudaKernelCall &call) {
 }
 
 Error runReduceSum(const CudaKernelCall &call) {
-  return runReduce<false>(call);
+  return runReduce<ReduceOp::Sum>(call);
 }
 Error runReduceMean(const CudaKernelCall &call) {
-  return runReduce<true>(call);
+  return runReduce<ReduceOp::Mean>(call);
+}
+Error runReduceL2(const CudaKernelCall &call) {
+  return runReduce<ReduceOp::L2>(call);
 }
 
 /// RmsNorm(x) -> y and RmsNormGrad(x, dy) -> dx: every operand of x's
