@@ -22,6 +22,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import models  # noqa: E402
 import first_update  # noqa: E402
+from cuda_coverage import missing_cuda_kernels  # noqa: E402
 import zoo_models  # noqa: E402
 from harness import ADAMW, TrainingComparison  # noqa: E402
 
@@ -41,9 +42,13 @@ def _add(name):
             work = os.path.join(self.root, name)
             os.makedirs(work, exist_ok=True)
             first_update.compare(self, self.compile_bin, self.run_bin, work, model, data)
-            return
-        self.check(name, 17, ADAMW, build=build, export=models.export_training,
-                   compile_flags=models.dim_flags(data))
+        else:
+            self.check(name, 17, ADAMW, build=build, export=models.export_training,
+                       compile_flags=models.dim_flags(data))
+            work = os.path.join(self.root, "%s-opset17-adamw" % name)
+        # And the same plan would load on the cuda backend.
+        dump = os.path.join(os.path.dirname(self.compile_bin), "zinc-dump")
+        self.assertEqual(missing_cuda_kernels(dump, os.path.join(work, "model.zplan")), [])
     test.__doc__ = "%s, exported for training, trains 8 AdamW steps as in PyTorch" % name
     setattr(TextZooTest, "test_" + name, test)
 

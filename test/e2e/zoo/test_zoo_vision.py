@@ -28,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import first_update  # noqa: E402
+from cuda_coverage import missing_cuda_kernels  # noqa: E402
 import zoo_models  # noqa: E402
 from harness import tools  # noqa: E402
 
@@ -53,8 +54,11 @@ def _add(name):
         work = os.path.join(self.tmp.name, name)
         os.makedirs(work)
         first_update.compare(self, self.compile_bin, self.run_bin, work, model, data)
+        # And the same plan would load on the cuda backend.
+        dump = os.path.join(os.path.dirname(self.compile_bin), "zinc-dump")
+        self.assertEqual(missing_cuda_kernels(dump, os.path.join(work, "model.zplan")), [])
     test.__doc__ = ("torchvision %s, exported for training, takes PyTorch's first "
-                    "update" % name)
+                    "update, in a plan every op of which has a cuda kernel" % name)
     setattr(VisionZooTest, "test_" + name, test)
 
 
