@@ -3,7 +3,9 @@
 #include "zinc/plan/PlanNames.h"
 #include "zinc/runtime/Checkpoint.h"
 #include "zinc/runtime/Executor.h"
+#include "zinc/runtime/LrReport.h"
 #include "zinc/runtime/Safetensors.h"
+#include "zinc/runtime/TokenData.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/FiniteJson.h"
@@ -13,8 +15,8 @@
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstring>
+#include <map>
 #include <random>
 
 namespace zinc::rt {
@@ -28,6 +30,24 @@ public:
     seed = opts.seed;
     rank = program.rank();
     ranks = program.ranks();
+    if (opts.dataFormat.empty() &&
+        (!opts.dataInputs.empty() || !opts.dataOrder.empty()))
+      return makeError(llvm::StringRef(!opts.dataInputs.empty()
+                                           ? "--data-inputs"
+                                           : "--data-order") +
+                       " needs --data-format=tokens-u16|tokens-u32");
+    if (!opts.dataFormat.empty()) {
+      if (opts.dataPath.empty())
+        return makeError(
+            "--data-format needs --data=FILE, the file of token ids");
+      auto feeder = TokenFeeder::open(program, {opts.dataPath, opts.dataFormat,
+                                                opts.dataInputs, opts.dataOrder,
+                                                opts.seed});
+      if (!feeder)
+        return feeder.takeError();
+      tokens = std::move(*feeder);
+      return llvm::Error::success();
+    }
     if (opts.dataPath.empty())
       return llvm::Error::success();
     auto file = SafetensorsFile::open(opts.dataPath);
@@ -65,7 +85,9 @@ public:
     return checkSameStepCount(program, opts.dataPath);
   }
 
-  void feed(Program &program, unsigned step) {
+  llvm::Error feed(Program &program, unsigned step) {
+    if (tokens)
+      return tokens->feed(program, step);
     for (uint32_t id : program.getPlan().inputs()) {
       cpu::TensorRef &ref = program.tensor(id);
       if (data) {
@@ -80,6 +102,7 @@ public:
         fillSynthetic(ref, seed * 1000003 + step * 7919 + id + rank * 104729);
       }
     }
+    return llvm::Error::success();
   }
 
 private:
@@ -133,6 +156,7 @@ private:
   uint64_t seed = 0;
   unsigned rank = 0, ranks = 1;
   llvm::Optional<SafetensorsFile> data;
+  std::unique_ptr<TokenFeeder> tokens;
 };
 
 } // namespace
@@ -166,6 +190,8 @@ static llvm::json::Value metricsLine(const StepReport &r) {
       {"peak_bytes", llvm::json::Object{{"gpu", r.measuredGpuPeak},
                                         {"cpu", r.measuredCpuPeak}}}};
   line["loss"] = r.loss ? llvm::json::Value(*r.loss) : llvm::json::Value(nullptr);
+  if (r.lr)
+    line["lr"] = *r.lr;
   if (r.nvmeIo) {
     // Measured by the tier's I/O thread: busy seconds are those during which
     // a request of that direction was in the kernel, so bytes / busy is the
@@ -373,6 +399,10 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   InputFeeder feeder;
   if (auto err = feeder.open(program, opts))
     return err;
+  // Read while the state is in host memory, after a resume.
+  LrReport lrReport;
+  if (auto err = lrReport.open(program, firstStep))
+    return err;
   std::unique_ptr<llvm::raw_fd_ostream> metrics;
   if (!opts.metricsPath.empty() && reporting) {
     std::error_code ec;
@@ -439,7 +469,8 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
       stopped = true;
       break;
     }
-    feeder.feed(program, step);
+    if (auto err = feeder.feed(program, step))
+      return err;
     if (opts.hooks)
       if (auto err = opts.hooks->inputsToDevice(
               llvm::makeArrayRef(plan.inputs().data(), plan.inputs().size())))
@@ -485,6 +516,8 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
       report.lossScale = readScalar(program.tensor(plan.loss_scaling().scale()));
       report.skipped = *program.tensor(plan.loss_scaling().found_inf()).as<float>() != 0;
     }
+    report.lr = lrReport.rate();
+    lrReport.stepDone(report.skipped);
     if (metrics) {
       // Flushed and checked every step: a full disk stops the run here,
       // with the steps so far on disk.

@@ -57,6 +57,19 @@ static cl::opt<double> momentum("momentum", cl::desc("SGD momentum (default 0)")
                                 cl::init(0), cl::cat(compileCategory));
 static cl::opt<bool> nesterov("nesterov", cl::desc("SGD with Nesterov momentum"),
                               cl::cat(compileCategory));
+static cl::opt<std::string>
+    lrSchedule("lr-schedule",
+               cl::desc("constant (default), linear or cosine: transformers' "
+                        "schedules with warmup"),
+               cl::init("constant"), cl::cat(compileCategory));
+static cl::opt<int64_t>
+    warmupSteps("warmup-steps",
+                cl::desc("Updates of linear warmup from 0 (default 0)"),
+                cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t>
+    totalSteps("total-steps",
+               cl::desc("Updates at which linear and cosine decay end"),
+               cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"),
                                       cl::init("fp32"), cl::cat(compileCategory));
 static cl::opt<std::string> lossScale(
@@ -175,6 +188,47 @@ static Error parseTile(StringRef value, zinc::MemoryOptions &memory) {
   return Error::success();
 }
 
+/// --lr-schedule, --warmup-steps and --total-steps, refusing a step count
+/// that would be ignored or is missing rather than guessing (transformers'
+/// Trainer decays linearly by default, zinc's rate is constant).
+static Expected<zinc::LrSchedule> parseLrSchedule() {
+  zinc::LrSchedule s;
+  bool given = lrSchedule.getNumOccurrences() > 0;
+  if (lrSchedule == "linear")
+    s.kind = zinc::LrScheduleKind::Linear;
+  else if (lrSchedule == "cosine")
+    s.kind = zinc::LrScheduleKind::Cosine;
+  else if (lrSchedule != "constant")
+    return zinc::makeError(
+        "--lr-schedule must be constant, linear or cosine, not '" + lrSchedule +
+        "'");
+  for (auto *flag : {&warmupSteps, &totalSteps})
+    if (flag->getNumOccurrences() && !given)
+      return zinc::makeError("--" + flag->ArgStr +
+                             " needs --lr-schedule=constant|linear|cosine");
+  if (given && optimizer == "none")
+    return zinc::makeError(
+        "--lr-schedule has no update to schedule with --optimizer=none");
+  if (warmupSteps < 0)
+    return zinc::makeError(
+        "--warmup-steps=" + llvm::Twine(int64_t(warmupSteps)) +
+        " must not be negative");
+  if (s.kind == zinc::LrScheduleKind::Constant) {
+    if (totalSteps.getNumOccurrences())
+      return zinc::makeError(
+          "--total-steps has no effect with --lr-schedule=constant "
+          "(a constant rate after --warmup-steps)");
+  } else if (totalSteps < 1) {
+    return zinc::makeError(
+        "--lr-schedule=" + lrSchedule +
+        " needs --total-steps=T >= 1, the update at which its decay ends");
+  }
+  s.warmupSteps = warmupSteps;
+  s.totalSteps =
+      s.kind == zinc::LrScheduleKind::Constant ? 0 : int64_t(totalSteps);
+  return s;
+}
+
 static Expected<zinc::OffloadPolicy> parsePolicy(StringRef flag, StringRef value) {
   if (value == "auto")
     return zinc::OffloadPolicy::Auto;
@@ -278,6 +332,10 @@ static Error compile() {
     return err;
   if (nesterov && momentum <= 0)
     return zinc::makeError("--nesterov needs --momentum greater than 0");
+  auto schedule = parseLrSchedule();
+  if (!schedule)
+    return schedule.takeError();
+  training.lrSchedule = *schedule;
   if (emit != "binary" && emit != "text")
     return zinc::makeError("--emit must be binary or text, not '" + emit + "'");
 

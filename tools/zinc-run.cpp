@@ -40,6 +40,22 @@ static cl::opt<unsigned> steps("steps", cl::desc("Steps to run (default 1)"),
 static cl::opt<std::string> dataPath(
     "data", cl::desc("safetensors file, one tensor per graph input, first dim = step"),
     cl::value_desc("FILE.safetensors"), cl::cat(runCategory));
+static cl::opt<std::string>
+    dataFormat("data-format",
+               cl::desc("tokens-u16 or tokens-u32: --data is a flat file of "
+                        "token ids (nanoGPT's "
+                        "train.bin), read in windows"),
+               cl::cat(runCategory));
+static cl::opt<std::string>
+    dataInputs("data-inputs",
+               cl::desc("INPUT,TARGET: the graph inputs a token window and the "
+                        "window one token on feed"),
+               cl::cat(runCategory));
+static cl::opt<std::string> dataOrder(
+    "data-order",
+    cl::desc("Token windows at random offsets (default, seeded by --seed) or "
+             "sequential"),
+    cl::cat(runCategory));
 static cl::opt<std::string> backend("backend", cl::desc("cpu or cuda (default cpu)"),
                                     cl::init("cpu"), cl::cat(runCategory));
 static cl::opt<bool> allowTf32(
@@ -326,6 +342,9 @@ static int toolMain(int argc, char **argv) {
   opts.startup = startup;
   opts.steps = steps;
   opts.dataPath = dataPath;
+  opts.dataFormat = dataFormat;
+  opts.dataInputs = dataInputs;
+  opts.dataOrder = dataOrder;
   opts.seed = seed;
   opts.metricsPath = metricsPath;
   opts.saveOutputsPath = saveOutputs;

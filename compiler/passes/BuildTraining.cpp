@@ -101,6 +101,17 @@ void appendOptimizer(ir::Graph &g, const TrainingOptions &opts, ir::Value *param
   AttributeList attrs;
   attrs.set(makeFloatAttr("lr", opts.lr));
   attrs.set(makeFloatAttr("weight_decay", opts.weightDecay));
+  // Only a schedule given is written: a constant rate's plan stays as it was.
+  const LrSchedule &schedule = opts.lrSchedule;
+  if (schedule.kind != LrScheduleKind::Constant || schedule.warmupSteps) {
+    attrs.set(makeStringAttr(
+        "lr_schedule", schedule.kind == LrScheduleKind::Linear   ? "linear"
+                       : schedule.kind == LrScheduleKind::Cosine ? "cosine"
+                                                                 : "constant"));
+    attrs.set(makeIntAttr("warmup_steps", schedule.warmupSteps));
+    if (schedule.kind != LrScheduleKind::Constant)
+      attrs.set(makeIntAttr("total_steps", schedule.totalSteps));
+  }
   switch (opts.optimizer) {
   case OptimizerKind::AdamW:
   case OptimizerKind::Adam: {

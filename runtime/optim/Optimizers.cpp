@@ -14,6 +14,7 @@
 #include "zinc/runtime/optim/CpuAdam.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
+#include "zinc/support/LrSchedule.h"
 #include <cmath>
 
 namespace zinc::cpu {
@@ -30,6 +31,8 @@ struct Extras {
   /// A delayed update (--dpu, the `delayed_steps` attribute) applies the
   /// gradients of this many steps before: the first steps have none.
   int64_t delayed = 0;
+  /// The node's learning-rate schedule (LrSchedule.h).
+  LrSchedule schedule;
 
   /// GradScaler skips optimizer.step() on an overflow: nothing changes.
   /// A delayed update has nothing to apply before its first gradient.
@@ -41,6 +44,12 @@ struct Extras {
   /// were judged, a step before it runs.
   int64_t step(const KernelCall &call) const {
     return (applied ? *applied + 1 : call.step) - delayed;
+  }
+  /// The rate of this update: `lr` times the schedule's factor, which
+  /// counts the updates applied before it (Trainer steps its scheduler
+  /// after each optimizer step that ran).
+  double lr(const KernelCall &call) const {
+    return call.attrs.getFloat("lr", 1e-3) * lrFactor(schedule, step(call) - 1);
   }
   /// GradScaler's inv_scale: the reciprocal in double, rounded to float.
   float invScale() const { return scale ? static_cast<float>(1.0 / *scale) : 1.0f; }
@@ -74,6 +83,10 @@ static llvm::Expected<Extras> checkOperands(const KernelCall &call, size_t state
   e.delayed = call.attrs.getInt("delayed_steps", 0);
   if (e.delayed < 0)
     return makeError(call.opType + ": delayed_steps must not be negative");
+  auto schedule = lrScheduleFromAttrs(call.attrs);
+  if (!schedule)
+    return makeError(call.opType + ": " + llvm::toString(schedule.takeError()));
+  e.schedule = *schedule;
   const TensorRef *copy = call.input(first);
   if (copy) {
     if ((copy->dtype != DType::F16 && copy->dtype != DType::BF16) ||
@@ -144,7 +157,7 @@ static llvm::Error adam(const KernelCall &call, bool decoupled) {
     return extras.takeError();
   if (extras->skip(call))
     return llvm::Error::success();
-  double lr = call.attrs.getFloat("lr", 1e-3);
+  double lr = extras->lr(call);
   double beta1 = call.attrs.getFloat("beta1", 0.9);
   double beta2 = call.attrs.getFloat("beta2", 0.999);
   double eps = call.attrs.getFloat("eps", 1e-8);
@@ -189,7 +202,7 @@ llvm::Error runSGD(const KernelCall &call) {
   float *buf = bufRef ? bufRef->as<float>() : nullptr;
   TensorRef *copy = extras->copy;
   int64_t n = call.inputs[0]->numElements();
-  const float lr = static_cast<float>(call.attrs.getFloat("lr", 1e-3));
+  const float lr = static_cast<float>(extras->lr(call));
   const float wd = static_cast<float>(call.attrs.getFloat("weight_decay", 0));
   const float momentum = static_cast<float>(call.attrs.getFloat("momentum", 0));
   const float dampening = static_cast<float>(call.attrs.getFloat("dampening", 0));

@@ -275,12 +275,19 @@ def make_optimizer(name, params, **kw):
     raise ValueError(name)
 
 
-def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False, **kw):
+def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False,
+                    lr_factors=None, **kw):
     """Trains `model` in place for `steps` steps (step i feeds slice i);
     returns the loss of each step, measured before its update. `delayed`:
     ZeRO-Offload's delayed parameter update, as zinc-compile --dpu does it:
-    the update of step i applies step i-1's gradients (none at step 0)."""
+    the update of step i applies step i-1's gradients (none at step 0).
+    `lr_factors`: a learning-rate schedule as transformers builds one, a
+    LambdaLR whose factor of update k is lr_factors[k], stepped after each
+    optimizer step as Trainer does."""
     opt = make_optimizer(optimizer, model.parameters(), **kw)
+    schedule = None
+    if lr_factors is not None:
+        schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: lr_factors[k])
     params = list(model.parameters())
     previous = None
     losses = []
@@ -297,6 +304,8 @@ def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False, 
             previous = current
         else:
             opt.step()
+        if schedule is not None:
+            schedule.step()
         losses.append(float(loss))
     return losses
 

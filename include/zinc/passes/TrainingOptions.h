@@ -2,6 +2,7 @@
 #ifndef ZINC_PASSES_TRAININGOPTIONS_H
 #define ZINC_PASSES_TRAININGOPTIONS_H
 
+#include "zinc/support/LrSchedule.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
 #include <string>
@@ -40,6 +41,9 @@ struct TrainingOptions {
   double momentum = 0;
   double dampening = 0;
   bool nesterov = false;
+  /// --lr-schedule, --warmup-steps, --total-steps: the factor of `lr` at
+  /// each update (LrSchedule.h); the default is a constant rate.
+  LrSchedule lrSchedule;
 
   /// fuse-attention: attention chains become zinc.Attention (O(T) memory).
   bool fuseAttention = true;

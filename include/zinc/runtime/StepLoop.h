@@ -44,6 +44,10 @@ struct RunOptions {
   unsigned steps = 1;
   /// safetensors with one tensor per graph input, first dim = step.
   std::string dataPath;
+  /// A flat file of token ids instead (TokenData.h): "tokens-u16" or
+  /// "tokens-u32", the INPUT,TARGET graph inputs it feeds, and the order of
+  /// its windows ("random", the default, or "sequential").
+  std::string dataFormat, dataInputs, dataOrder;
   /// Seeds the synthetic inputs and every Dropout mask (with the step and
   /// the node's seed_id).
   uint64_t seed = 0;
@@ -85,6 +89,8 @@ struct StepReport {
   unsigned step = 0;
   unsigned steps = 0;
   llvm::Optional<double> loss;
+  /// The learning rate of this step's update (plans with an optimizer).
+  llvm::Optional<double> lr;
   double seconds = 0;
   /// StepResult's measured peaks (--metrics peak_bytes).
   uint64_t measuredGpuPeak = 0;

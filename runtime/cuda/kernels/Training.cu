@@ -210,6 +210,9 @@ template <typename G, typename C> struct SgdArgs {
   C *copy;
   int64_t n;
   SgdConstants constants;
+  /// The node's lr and schedule: constants.lr is this update's rate.
+  double baseLr;
+  LrSchedule schedule;
   int64_t runStep, delayed;
   LossScaleState loss;
 };
@@ -223,7 +226,9 @@ __global__ void __launch_bounds__(kThreads) sgdKernel(SgdArgs<G, C> a) {
     c.unscale = true;
     c.invScale = invScaleOf(*a.loss.scale);
   }
-  bool firstStep = optimizerStep(a.runStep, a.loss.applied, a.delayed) == 1;
+  int64_t step = optimizerStep(a.runStep, a.loss.applied, a.delayed);
+  bool firstStep = step == 1;
+  c.lr = sgdLr(a.baseLr, a.schedule, step);
   int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n;
        i += stride) {
@@ -533,6 +538,7 @@ struct Extras {
   DeviceTensor *copy = nullptr;
   LossScaleState loss;
   int64_t delayed = 0;
+  LrSchedule schedule;
 };
 } // namespace
 
@@ -565,6 +571,11 @@ static llvm::Expected<Extras> checkOperands(const CudaKernelCall &call,
   if (e.delayed < 0)
     return cudaKernelError(call.opType +
                            ": delayed_steps must not be negative");
+  auto schedule = lrScheduleFromAttrs(call.attrs);
+  if (!schedule)
+    return cudaKernelError(call.opType + ": " +
+                           llvm::toString(schedule.takeError()));
+  e.schedule = *schedule;
   if (const DeviceTensor *copy = call.input(first)) {
     if ((copy->dtype != DType::F16 && copy->dtype != DType::BF16) ||
         copy->numElements() != n)
@@ -622,6 +633,7 @@ static Error adam(const CudaKernelCall &call, bool decoupled) {
   AdamHyper h;
   h.decoupled = decoupled;
   h.lr = call.attrs.getFloat("lr", 1e-3);
+  h.schedule = extras->schedule;
   h.beta1 = call.attrs.getFloat("beta1", 0.9);
   h.beta2 = call.attrs.getFloat("beta2", 0.999);
   h.eps = call.attrs.getFloat("eps", 1e-8);
@@ -693,6 +705,8 @@ Error runSGD(const CudaKernelCall &call) {
         a.copy = extras->copy ? static_cast<C *>(extras->copy->data) : nullptr;
         a.n = n;
         a.constants = k;
+        a.baseLr = call.attrs.getFloat("lr", 1e-3);
+        a.schedule = extras->schedule;
         a.runStep = call.step;
         a.delayed = extras->delayed;
         a.loss = extras->loss;

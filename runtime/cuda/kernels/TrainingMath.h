@@ -14,6 +14,7 @@
 #define ZINC_RUNTIME_CUDA_KERNELS_TRAININGMATH_H
 
 #include "HostDevice.h"
+#include "zinc/support/LrSchedule.h"
 #include "zinc/support/Philox.h"
 #include <math.h>
 #include <stdint.h>
@@ -92,6 +93,8 @@ ZINC_HD float dropoutApply(float x, bool keep, float scale) {
 struct AdamHyper {
   bool decoupled = true;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
+  /// `lr`'s factor at each update (LrSchedule.h).
+  LrSchedule schedule;
 };
 
 /// The per-step constants: optim::AdamConstants, field for field.
@@ -109,15 +112,16 @@ ZINC_HD AdamStepConstants adamStepConstants(const AdamHyper &h, int64_t step,
                                             const float *scale) {
   double bias1 = 1 - pow(h.beta1, static_cast<double>(step));
   double bias2 = 1 - pow(h.beta2, static_cast<double>(step));
+  double lr = h.lr * lrFactor(h.schedule, step - 1);
   AdamStepConstants c;
   c.decoupled = h.decoupled;
-  c.decay = static_cast<float>(1 - h.lr * h.weightDecay);
+  c.decay = static_cast<float>(1 - lr * h.weightDecay);
   c.weightDecay = static_cast<float>(h.weightDecay);
   c.beta1 = static_cast<float>(h.beta1);
   c.beta2 = static_cast<float>(h.beta2);
   c.oneMinusBeta1 = static_cast<float>(1 - h.beta1);
   c.oneMinusBeta2 = static_cast<float>(1 - h.beta2);
-  c.stepSize = static_cast<float>(h.lr / bias1);
+  c.stepSize = static_cast<float>(lr / bias1);
   c.bias2Sqrt = static_cast<float>(sqrt(bias2));
   c.eps = static_cast<float>(h.eps);
   c.unscale = scale != nullptr;
@@ -152,6 +156,12 @@ struct SgdConstants {
   bool unscale = false;
   float invScale = 1;
 };
+
+/// runSGD's rate of update number `step` (1-based): the node's `lr` times
+/// the schedule's factor, rounded to float.
+ZINC_HD float sgdLr(double lr, const LrSchedule &schedule, int64_t step) {
+  return static_cast<float>(lr * lrFactor(schedule, step - 1));
+}
 
 /// One element of the cpu's runSGD: returns the new parameter; with a
 /// momentum buffer (`buf` non-null) updates it, starting it as a copy of

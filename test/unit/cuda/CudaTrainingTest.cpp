@@ -153,6 +153,76 @@ TEST(CudaTrainingMath, SgdUpdateIsTheCpuKernels) {
   }
 }
 
+// A learning-rate schedule (LrSchedule.h): the cuda math's AdamW and SGD,
+// given the node's schedule, make the cpu kernels' updates step for step,
+// warmup (a first rate of 0) and decay included, and differ from a
+// constant rate's.
+TEST(CudaTrainingMath, ScheduledUpdatesAreTheCpuKernels) {
+  const int64_t n = 41;
+  LrSchedule schedule{LrScheduleKind::Cosine, 2, 6};
+  AttributeList scheduled = attrs(
+      {floatAttr("lr", 0.01), floatAttr("weight_decay", 0.01),
+       cpu::test::stringAttr("lr_schedule", "cosine"),
+       intAttr("warmup_steps", 2), intAttr("total_steps", 6)});
+  OwnedTensor grad = randomOf(DType::F32, {n}, -1, 1, 8);
+  OwnedTensor param = randomOf(DType::F32, {n}, -1, 1, 9);
+  OwnedTensor m(DType::F32, {n}), v(DType::F32, {n});
+  std::vector<float> p(param.ref.as<float>(), param.ref.as<float>() + n),
+      mm(n, 0), vv(n, 0), constant = p;
+  AdamHyper h;
+  h.lr = 0.01;
+  h.weightDecay = 0.01;
+  h.schedule = schedule;
+  AdamHyper flat = h;
+  flat.schedule = LrSchedule();
+  std::vector<float> fm(n, 0), fv(n, 0);
+  for (int64_t step = 1; step <= 8; ++step) {
+    std::vector<const cpu::TensorRef *> ins{&param.ref, &grad.ref, &m.ref, &v.ref};
+    cpu::KernelCall call{"AdamW", "test", 17, scheduled, ins, {}};
+    call.step = step;
+    ASSERT_NO_ERROR(cpu::lookupZincKernel("AdamW")(call));
+    AdamStepConstants c = adamStepConstants(h, step, nullptr);
+    AdamStepConstants f = adamStepConstants(flat, step, nullptr);
+    for (int64_t i = 0; i < n; ++i) {
+      adamUpdate(c, grad.ref.as<float>()[i], p[i], mm[i], vv[i]);
+      adamUpdate(f, grad.ref.as<float>()[i], constant[i], fm[i], fv[i]);
+    }
+  }
+  size_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(p[i], param.ref.as<float>()[i]) << i;
+    differ += p[i] != constant[i];
+  }
+  EXPECT_EQ(differ, size_t(n)) << "the schedule changed no weight";
+
+  OwnedTensor sgdParam = randomOf(DType::F32, {n}, -1, 1, 10);
+  std::vector<float> sp(sgdParam.ref.as<float>(), sgdParam.ref.as<float>() + n);
+  SgdConstants k;
+  for (int64_t step = 1; step <= 8; ++step) {
+    std::vector<const cpu::TensorRef *> ins{&sgdParam.ref, &grad.ref};
+    cpu::KernelCall call{"SGD", "test", 17, scheduled, ins, {}};
+    call.step = step;
+    ASSERT_NO_ERROR(cpu::lookupZincKernel("SGD")(call));
+    k.lr = sgdLr(0.01, schedule, step);
+    k.weightDecay = 0.01f;
+    for (int64_t i = 0; i < n; ++i)
+      sp[i] = sgdUpdate(k, grad.ref.as<float>()[i], sp[i], nullptr, step == 1);
+  }
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(sp[i], sgdParam.ref.as<float>()[i]) << i;
+}
+
+// A schedule the kernels cannot read is refused, naming the op.
+TEST(CudaTrainingMath, UnknownScheduleIsRefusedByTheCpuKernel) {
+  OwnedTensor param(DType::F32, {4}), grad(DType::F32, {4});
+  AttributeList a = attrs({floatAttr("lr", 0.1), cpu::test::stringAttr("lr_schedule", "step")});
+  std::vector<const cpu::TensorRef *> ins{&param.ref, &grad.ref};
+  cpu::KernelCall call{"SGD", "test", 17, a, ins, {}};
+  call.step = 1;
+  EXPECT_EQ(cpu::test::errorText(cpu::lookupZincKernel("SGD")(call)),
+            "SGD: lr_schedule 'step' is not constant, linear or cosine");
+}
+
 TEST(CudaTrainingMath, DropoutDecisionsAreTheCpuMask) {
   const int64_t n = 1003;
   OwnedTensor x = randomOf(DType::F32, {n}, -2, 2, 5);
