@@ -283,7 +283,7 @@ def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False,
     the update of step i applies step i-1's gradients (none at step 0).
     `lr_factors`: a learning-rate schedule as transformers builds one, a
     LambdaLR whose factor of update k is lr_factors[k], stepped after each
-    optimizer step as Trainer does."""
+    optimizer step as Trainer does (a delayed run's step 0 makes none)."""
     opt = make_optimizer(optimizer, model.parameters(), **kw)
     schedule = None
     if lr_factors is not None:
@@ -301,11 +301,13 @@ def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False,
                 for p, g in zip(params, previous):
                     p.grad = g
                 opt.step()
+                if schedule is not None:
+                    schedule.step()
             previous = current
         else:
             opt.step()
-        if schedule is not None:
-            schedule.step()
+            if schedule is not None:
+                schedule.step()
         losses.append(float(loss))
     return losses
 
