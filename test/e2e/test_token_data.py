@@ -7,7 +7,8 @@ window of the input's sequence length T at an offset o: INPUT tokens
 (examples/gpt/gpt.onnx: tokens, targets i64[4, 32], vocabulary 64):
   - sequential windows (row k of the run at (k*T) mod (len-T-1)) give the
     losses, bit for bit, of the same windows written out as a safetensors
-    --data file, in u16 and u32 files;
+    --data file, in u16 and u32 files, and with 2 ranks under mpirun (rows
+    of the global batch, rank 0's first);
   - random windows are the seed's: the same seed gives the same losses, a
     resumed run continues them, another seed gives others;
   - a token outside the embedding's range is refused naming the step, the
@@ -38,14 +39,15 @@ BATCH, SEQ, VOCAB = 4, 32, 64
 STEPS = 6
 
 
-def sequential_windows(tokens, steps):
-    """{tokens, targets}: [steps, B, T] of the sequential order."""
+def sequential_windows(tokens, steps, batch=BATCH):
+    """{tokens, targets}: [steps, batch, T] of the sequential order (batch:
+    the global batch, every rank's rows)."""
     n = len(tokens)
-    x = np.zeros((steps, BATCH, SEQ), np.int64)
-    y = np.zeros((steps, BATCH, SEQ), np.int64)
+    x = np.zeros((steps, batch, SEQ), np.int64)
+    y = np.zeros((steps, batch, SEQ), np.int64)
     for s in range(steps):
-        for r in range(BATCH):
-            k = s * BATCH + r
+        for r in range(batch):
+            k = s * batch + r
             o = (k * SEQ) % (n - SEQ - 1)
             x[s, r] = tokens[o:o + SEQ]
             y[s, r] = tokens[o + 1:o + SEQ + 1]
@@ -92,6 +94,27 @@ class TokenDataTest(unittest.TestCase):
         for fmt in ("u16", "u32"):
             got = self.losses("seq-" + fmt, self.token_flags(fmt, "sequential"))
             self.assertEqual(got, want, fmt)
+
+    def test_two_ranks_take_the_global_batch_rank_0_first(self):
+        """Under mpirun with 2 ranks (ZeRO-2), sequential rows count the
+        global batch of 8, rank 0's 4 rows first: the losses are those of the
+        same windows as a safetensors file of the global batch."""
+        from test_zero import mpirun
+        plan = self.path("gpt-2ranks.zplan")
+        run_tool([self.compile_bin, GPT, "-o", plan, "--ranks=2", "--zero-stage=2"])
+        st.save_file(sequential_windows(self.tokens, 3, batch=2 * BATCH),
+                     self.path("windows-2ranks.safetensors"))
+
+        def losses(name, flags):
+            metrics = self.path(name + ".jsonl")
+            run_tool(mpirun(2) + [self.run_bin, plan, "--backend=cpu", "--steps=3",
+                                  "--metrics=" + metrics] + flags)
+            with open(metrics) as f:
+                return [json.loads(line)["loss"] for line in f if line.strip()]
+        want = losses("2ranks-safetensors",
+                      ["--data=" + self.path("windows-2ranks.safetensors")])
+        got = losses("2ranks-tokens", self.token_flags("u16", "sequential"))
+        self.assertEqual(got, want)
 
     def test_random_windows_follow_the_seed(self):
         """Random offsets are the seed's: a second run and a resumed run give
