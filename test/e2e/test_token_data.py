@@ -13,7 +13,7 @@ window of the input's sequence length T at an offset o: INPUT tokens
     resumed run continues them, another seed gives others;
   - a token outside the embedding's range is refused naming the step, the
     row and the file position; the flags' mistakes end in one line each;
-  - resident memory does not grow with the file: a 400 MB (sparse) token
+  - resident memory does not grow with the file: a 4 GB (sparse) token
     file trains within 20 MB of a 40 KB one's peak.
 """
 
@@ -195,16 +195,16 @@ class TokenDataTest(unittest.TestCase):
         return int(proc.stdout.decode().split()[-1])
 
     def test_resident_memory_does_not_grow_with_the_file(self):
-        """A 400 MB token file (sparse: token 0 everywhere) trains with a peak
+        """A 4 GB token file (sparse: token 0 everywhere) trains with a peak
         resident set within 20 MB of a 40 KB file's."""
         big = self.path("big.bin")
         with open(big, "wb") as f:
-            f.truncate(400 * 1000 * 1000)
+            f.truncate(4 * 1000 * 1000 * 1000)
         small = self.path("small.bin")
         np.zeros(20000, np.uint16).tofile(small)
         small_kb, big_kb = self.peak_rss_kb(small), self.peak_rss_kb(big)
         self.assertLess(big_kb - small_kb, 20 * 1024,
-                        "peak RSS %d KiB with 400 MB of tokens, %d KiB with 40 KB"
+                        "peak RSS %d KiB with 4 GB of tokens, %d KiB with 40 KB"
                         % (big_kb, small_kb))
 
 
