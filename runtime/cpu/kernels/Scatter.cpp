@@ -153,6 +153,19 @@ llvm::Error runScatterND(const KernelCall &call) {
   });
 }
 
+/// Whether each axis of `inner` but `axis` fits the data's, as
+/// GatherElements' indices and ScatterElements' updates must (their other
+/// coordinates address the data directly).
+static llvm::Error checkWithinData(const KernelCall &call, const TensorRef &inner,
+                                   const TensorRef &data, int64_t axis, const char *what) {
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && inner.shape[d] > data.shape[d])
+      return kernelError(call.opType + ": " + what + " shape " + formatShape(inner.shape) +
+                         " exceeds the data's " + formatShape(data.shape) + " on axis " +
+                         llvm::Twine(d));
+  return llvm::Error::success();
+}
+
 /// ScatterElements(data, indices, updates) {axis, reduction}: element p of
 /// the updates goes to p with its `axis` coordinate replaced by indices[p].
 llvm::Error runScatterElements(const KernelCall &call) {
@@ -171,6 +184,8 @@ llvm::Error runScatterElements(const KernelCall &call) {
       normalizeAxis(call.attrs.getInt("axis", 0), data.rank());
   if (!axis)
     return axis.takeError();
+  if (auto err = checkWithinData(call, updates, data, *axis, "updates"))
+    return err;
   copyBytes(out.data, data.data, data.byteSize());
   llvm::SmallVector<int64_t, 6> strides = contiguousStrides(data.shape);
   int64_t size = data.shape[*axis];
@@ -209,6 +224,8 @@ llvm::Error runGatherElements(const KernelCall &call) {
       normalizeAxis(call.attrs.getInt("axis", 0), data->rank());
   if (!axis)
     return axis.takeError();
+  if (auto err = checkWithinData(call, *indices, *data, *axis, "indices"))
+    return err;
   llvm::SmallVector<int64_t, 6> strides = contiguousStrides(data->shape);
   int64_t size = data->shape[*axis], rank = indices->rank();
   int64_t count = indices->numElements();

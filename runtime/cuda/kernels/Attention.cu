@@ -23,6 +23,8 @@
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "zinc/support/AttentionOp.h"
 #include "llvm/ADT/Twine.h"
+#include <algorithm>
+#include <climits>
 
 using llvm::Error;
 using llvm::Twine;
@@ -62,7 +64,10 @@ __global__ void attentionForwardKernel(AttentionParams p, const T *q, const T *k
   const int64_t d = p.d, dv = p.dv;
   float *qs = shared, *kts = qs + kRows * d, *vs = kts + d * kKeys;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int64_t h = blockIdx.y, firstRow = int64_t(blockIdx.x) * kRows, i = firstRow + warp;
+  // One flat grid of (head, row block) pairs: heads may pass grid.y's 65535.
+  int64_t rowBlocks = (p.tq + kRows - 1) / kRows;
+  int64_t h = int64_t(blockIdx.x) / rowBlocks, firstRow = int64_t(blockIdx.x) % rowBlocks * kRows;
+  int64_t i = firstRow + warp;
   bool rowValid = i < p.tq;
   for (int64_t idx = threadIdx.x; idx < kRows * d; idx += blockDim.x) {
     int64_t r = firstRow + idx / d;
@@ -126,7 +131,8 @@ __global__ void attentionForwardKernel(AttentionParams p, const T *q, const T *k
     lse[h * p.tq + i] = m + logf(l);
 }
 
-/// Pass A: warp w of the block owns key j = blockIdx.x * kKeyWarps + w.
+/// Pass A: warp w of block (h, b) (flattened into blockIdx.x) owns key
+/// j = b * kKeyWarps + w of head h.
 template <typename T>
 __global__ void attentionKeysKernel(AttentionParams p, const T *q, const T *kt, const T *v,
                                     AttentionOperand mask, const bool *maskData,
@@ -137,7 +143,9 @@ __global__ void attentionKeysKernel(AttentionParams p, const T *q, const T *kt, 
   float *qs = shared, *dys = qs + kRowTile * d, *lses = dys + kRowTile * dv,
         *dots = lses + kRowTile;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int64_t h = blockIdx.y, firstKey = int64_t(blockIdx.x) * kKeyWarps, j = firstKey + warp;
+  int64_t keyBlocks = (p.tk + kKeyWarps - 1) / kKeyWarps;
+  int64_t h = int64_t(blockIdx.x) / keyBlocks;
+  int64_t firstKey = int64_t(blockIdx.x) % keyBlocks * kKeyWarps, j = firstKey + warp;
   bool keyValid = j < p.tk;
   float kreg[kPerLane], vreg[kPerLane], dk[kPerLane], dvAcc[kPerLane];
   for (int k = 0; k < kPerLane; ++k) {
@@ -212,8 +220,8 @@ __global__ void attentionKeysKernel(AttentionParams p, const T *q, const T *kt, 
   }
 }
 
-/// Pass B: warp w owns query row i = blockIdx.x * kRows + w of every head
-/// of group blockIdx.y.
+/// Pass B: warp w of block (group, b) (flattened into blockIdx.x) owns
+/// query row i = b * kRows + w of every head of the group.
 template <typename T>
 __global__ void attentionQueriesKernel(AttentionParams p, const T *q, const T *kt, const T *v,
                                        AttentionOperand mask, const bool *maskData,
@@ -223,13 +231,15 @@ __global__ void attentionQueriesKernel(AttentionParams p, const T *q, const T *k
   const int64_t d = p.d, dv = p.dv;
   float *kts = shared, *vs = kts + d * kKeys;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int64_t firstRow = int64_t(blockIdx.x) * kRows, i = firstRow + warp;
+  int64_t rowBlocks = (p.tq + kRows - 1) / kRows;
+  int64_t myGroup = int64_t(blockIdx.x) / rowBlocks;
+  int64_t firstRow = int64_t(blockIdx.x) % rowBlocks * kRows, i = firstRow + warp;
   bool rowValid = i < p.tq;
   int64_t rowEnd = firstRow + kRows < p.tq ? firstRow + kRows : p.tq;
   int64_t end = p.columnsEnd(rowEnd);
   for (int64_t h = 0; h < p.heads; ++h) {
     int64_t group = dbias ? bias.headBase(h) / (bias.rowStride * p.tq) : h;
-    if (group != blockIdx.y)
+    if (group != myGroup)
       continue;
     float qreg[kPerLane], dyreg[kPerLane], dqAcc[kPerLane];
     float rowDot = 0.0f, rowLse = 0.0f;
@@ -402,7 +412,10 @@ Error runAttention(const CudaKernelCall &call) {
     size_t shared = sizeof(float) * (kRows * p.d + p.d * kKeys + kKeys * p.dv);
     if (Error e = allowShared(attentionForwardKernel<T>, shared, "attentionForwardKernel"))
       return e;
-    dim3 grid(static_cast<unsigned>((p.tq + kRows - 1) / kRows), static_cast<unsigned>(p.heads));
+    int64_t blocks = (p.tq + kRows - 1) / kRows * p.heads;
+    if (blocks > int64_t(INT32_MAX))
+      return cudaKernelError(call.opType + ": " + Twine(blocks) + " blocks exceed a grid");
+    dim3 grid(static_cast<unsigned>(blocks));
     attentionForwardKernel<T><<<grid, kRows * 32, shared, call.stream>>>(
         p, dataOf<T>(call.input(kQ)), dataOf<T>(call.input(kKt)), dataOf<T>(call.input(kV)),
         problem->mask, dataOf<bool>(call.input(kMask)), problem->bias,
@@ -445,8 +458,14 @@ Error runAttentionGrad(const CudaKernelCall &call) {
   }
   return dispatchFloat(type, call.opType, [&](auto tag) -> Error {
     using T = decltype(tag);
-    if (p.heads == 0 || p.tq == 0 || p.tk == 0)
+    if (p.heads == 0 || p.tq == 0 || p.tk == 0) {
+      // No (query, key) pair: every gradient is zero (the cpu's too).
+      for (unsigned o = kDq; o <= kDbias; ++o)
+        if (DeviceTensor *out = call.output(o); out && out->byteSize() > 0 &&
+            cudaMemsetAsync(out->data, 0, out->byteSize(), call.stream) != cudaSuccess)
+          return checkLaunch("cudaMemsetAsync of a gradient");
       return Error::success();
+    }
     const T *q = dataOf<T>(call.input(kQ)), *kt = dataOf<T>(call.input(kKt)),
             *v = dataOf<T>(call.input(kV)), *bias = dataOf<T>(call.input(kBias));
     const bool *mask = dataOf<bool>(call.input(kMask));
@@ -454,8 +473,11 @@ Error runAttentionGrad(const CudaKernelCall &call) {
     size_t sharedA = sizeof(float) * (kRowTile * p.d + kRowTile * p.dv + 2 * kRowTile);
     if (Error e = allowShared(attentionKeysKernel<T>, sharedA, "attentionKeysKernel"))
       return e;
-    dim3 gridA(static_cast<unsigned>((p.tk + kKeyWarps - 1) / kKeyWarps),
-               static_cast<unsigned>(p.heads));
+    int64_t blocksA = (p.tk + kKeyWarps - 1) / kKeyWarps * p.heads;
+    int64_t blocksB = (p.tq + kRows - 1) / kRows * groups;
+    if (std::max(blocksA, blocksB) > int64_t(INT32_MAX))
+      return cudaKernelError(call.opType + ": too many blocks for a grid");
+    dim3 gridA(static_cast<unsigned>(blocksA));
     attentionKeysKernel<T><<<gridA, kKeyWarps * 32, sharedA, call.stream>>>(
         p, q, kt, v, problem->mask, mask, problem->bias, bias, dataOf<T>(y), lseData,
         dataOf<T>(dy), static_cast<T *>(call.output(kDkt)->data),
@@ -468,7 +490,7 @@ Error runAttentionGrad(const CudaKernelCall &call) {
     size_t sharedB = sizeof(float) * (p.d * kKeys + kKeys * p.dv);
     if (Error e = allowShared(attentionQueriesKernel<T>, sharedB, "attentionQueriesKernel"))
       return e;
-    dim3 gridB(static_cast<unsigned>((p.tq + kRows - 1) / kRows), static_cast<unsigned>(groups));
+    dim3 gridB(static_cast<unsigned>(blocksB));
     attentionQueriesKernel<T><<<gridB, kRows * 32, sharedB, call.stream>>>(
         p, q, kt, v, problem->mask, mask, problem->bias, bias, dataOf<T>(y), lseData,
         dataOf<T>(dy), static_cast<T *>(call.output(kDq)->data),

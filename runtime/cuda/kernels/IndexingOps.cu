@@ -356,6 +356,11 @@ Error runGatherElements(const CudaKernelCall &call) {
   auto axis = axisIn(call, call.attrs.getInt("axis", 0), int64_t(data->shape.size()));
   if (!axis)
     return axis.takeError();
+  for (size_t d = 0; d < data->shape.size(); ++d)
+    if (int(d) != *axis && indices->shape[d] > data->shape[d])
+      return cudaKernelError("GatherElements: indices shape " + formatShape(indices->shape) +
+                             " exceeds the data's " + formatShape(data->shape) + " on axis " +
+                             Twine(d));
   auto outDims = dims8(call, out->shape), dataDims = dims8(call, data->shape);
   if (!outDims)
     return outDims.takeError();

@@ -250,9 +250,15 @@ template <typename T> using AccOf = decltype(accLoad(T{}));
 /// the 2-norm (the square root of the sum of squares).
 enum class ReduceOp { Sum, Mean, L2 };
 
+/// The accumulator of a reduction: the norm's squares sum in double, as
+/// the cpu's do (in float, squares below 1e-19 flush to 0 and above 1.8e19
+/// overflow).
+template <ReduceOp Op, typename T>
+using AccFor = std::conditional_t<Op == ReduceOp::L2, double, AccOf<T>>;
+
 /// What element v adds to the accumulator.
-template <ReduceOp Op, typename T> __device__ __forceinline__ AccOf<T> accTerm(T v) {
-  AccOf<T> a = accLoad(v);
+template <ReduceOp Op, typename T> __device__ __forceinline__ AccFor<Op, T> accTerm(T v) {
+  AccFor<Op, T> a = accLoad(v);
   if constexpr (Op == ReduceOp::L2)
     return a * a;
   else
@@ -268,9 +274,10 @@ __device__ __forceinline__ TOut finishAcc(Acc a, int64_t n) {
     int64_t v = static_cast<int64_t>(a);
     return static_cast<TOut>(Op == ReduceOp::Mean ? v / n : v);
   } else {
-    return storeF<TOut>(Op == ReduceOp::Mean ? a / static_cast<float>(n)
-                        : Op == ReduceOp::L2 ? sqrtf(a)
-                                             : a);
+    if constexpr (Op == ReduceOp::L2)
+      return storeF<TOut>(static_cast<float>(sqrt(static_cast<double>(a))));
+    else
+      return storeF<TOut>(Op == ReduceOp::Mean ? a / static_cast<float>(n) : a);
   }
 }
 
@@ -288,7 +295,7 @@ template <typename TIn, typename TOut, ReduceOp Op>
 __global__ void reduceRowsKernel(const TIn *__restrict__ in,
                                  TOut *__restrict__ out, int64_t outer,
                                  int64_t red) {
-  using Acc = AccOf<TIn>;
+  using Acc = AccFor<Op, TIn>;
   int lane = threadIdx.x % 32;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t o = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -312,7 +319,7 @@ template <typename TIn, typename TOut, ReduceOp Op>
 __global__ void reduceColumnsKernel(const TIn *__restrict__ in,
                                     TOut *__restrict__ out, int64_t outer,
                                     int64_t red, int64_t inner) {
-  using Acc = AccOf<TIn>;
+  using Acc = AccFor<Op, TIn>;
   __shared__ Acc partial[kTile][kTile + 1];
   int tx = threadIdx.x, ty = threadIdx.y;
   int64_t i = int64_t(blockIdx.x) * kTile + tx;
@@ -340,7 +347,7 @@ template <typename TIn, typename TOut, ReduceOp Op>
 __global__ void reduceGenericKernel(const TIn *__restrict__ in,
                                     TOut *__restrict__ out, int64_t outCount,
                                     ReduceChoices c) {
-  using Acc = AccOf<TIn>;
+  using Acc = AccFor<Op, TIn>;
   int pick = 0;
   if (c.count > 1) {
     int64_t mask =

@@ -210,6 +210,9 @@ Error runScatterND(const CudaKernelCall &call) {
   if (indices.shape.empty())
     return cudaKernelError("ScatterND: indices must have rank >= 1");
   int64_t k = indices.shape.back();
+  if (k == 0)
+    return cudaKernelError("unsupported: ScatterND with empty index tuples (each replacing the "
+                           "whole data) on the cuda backend");
   if (k > int64_t(data.shape.size()))
     return cudaKernelError("ScatterND: index tuples of length " + Twine(k) +
                            " for data of rank " + Twine(data.shape.size()));
@@ -252,6 +255,11 @@ Error runScatterElements(const CudaKernelCall &call) {
                            Twine(rank));
   if (axis < 0)
     axis += rank;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && updates.shape[d] > data.shape[d])
+      return cudaKernelError(call.opType + ": updates shape " + formatShape(updates.shape) +
+                             " exceeds the data's " + formatShape(data.shape) + " on axis " +
+                             Twine(d));
   auto dataShape = shapeOf(call, data.shape), updShape = shapeOf(call, updates.shape);
   if (!dataShape)
     return dataShape.takeError();

@@ -326,3 +326,20 @@ TEST(DataMovementKernels, TriluDefaultIsUpperMainDiagonal) {
 }
 
 } // namespace
+
+TEST(DataMovementKernels, ElementwiseIndexingStaysInsideTheData) {
+  // Their coordinates off the axis address the data directly: an indices
+  // (or updates) axis longer than the data's would read (write) past it.
+  OwnedTensor data(DType::F32, {2, 3});
+  OwnedTensor indices = OwnedTensor::ints({3, 2}, {0, 1, 0, 1, 0, 1});
+  OwnedTensor out(DType::F32, {3, 2});
+  EXPECT_EQ(errorText(runKernel(runGatherElements, "GatherElements",
+                                attrs({intAttr("axis", 1)}), {&data, &indices}, {&out})),
+            "GatherElements: indices shape [3,2] exceeds the data's [2,3] on axis 0");
+  OwnedTensor updates(DType::F32, {3, 2});
+  OwnedTensor scattered(DType::F32, {2, 3});
+  EXPECT_EQ(errorText(runKernel(runScatterElements, "ScatterElements",
+                                attrs({intAttr("axis", 1)}), {&data, &indices, &updates},
+                                {&scattered})),
+            "ScatterElements: updates shape [3,2] exceeds the data's [2,3] on axis 0");
+}
