@@ -26,16 +26,24 @@ public:
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
 
-/// Whether a node updates `v` in place.
-bool updatedInPlace(const ir::Value *v) {
-  return llvm::any_of(v->uses(), [](const ir::Use &u) {
-    return u.user->writesInput(u.operand);
-  });
+/// The values some node updates in place, found in one sweep. Asking each
+/// value's use list instead would be quadratic on an Identity chain: every
+/// forward moves more readers onto the chain's first value.
+llvm::DenseSet<const ir::Value *> valuesUpdatedInPlace(const ir::Graph &g) {
+  llvm::DenseSet<const ir::Value *> written;
+  for (const ir::Node *n : g.nodes())
+    for (unsigned i = 0; i < n->inputs.size(); ++i)
+      if (n->writesInput(i))
+        written.insert(n->inputs[i]);
+  return written;
 }
 
 /// Points the readers of each Identity's output at its input; the
 /// Identities are then dead. Returns whether any was forwarded.
 bool forwardIdentities(ir::Graph &g) {
+  // Forwarding never moves a writer (an Identity whose output is written
+  // stays), so the set stays true while readers move.
+  llvm::DenseSet<const ir::Value *> written = valuesUpdatedInPlace(g);
   bool forwarded = false;
   for (ir::Node *n : g.nodes()) {
     if (!n->domain.empty() || n->opType != "Identity" || n->inputs.size() != 1 ||
@@ -43,7 +51,7 @@ bool forwardIdentities(ir::Graph &g) {
       continue;
     ir::Value *in = n->inputs[0], *out = n->outputs[0];
     if (!out->hasUses() || g.isOutput(out) || in->dtype != out->dtype ||
-        in->shape != out->shape || updatedInPlace(in) || updatedInPlace(out))
+        in->shape != out->shape || written.count(in) || written.count(out))
       continue;
     g.replaceAllUsesWith(out, in);
     forwarded = true;
