@@ -62,7 +62,7 @@ test-sanitize: deps
 	  ctest --output-on-failure -j $(JOBS) -E 'conformance|transformers|zoo|bench'
 
 # libFuzzer targets (fuzz/) over the ONNX frontend (binary and text), the
-# plan loader and the safetensors reader, built with clang in their own
+# plan loader, the safetensors reader, the --hw JSON and the checkpoint manifest, built with clang in their own
 # directory: each replays its regression inputs (fuzz/regressions/), then
 # fuzzes FUZZ_SECONDS from its seed corpus (fuzz/corpus/). CI runs it.
 FUZZ_BUILD ?= build-fuzz

@@ -19,8 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   for (const auto &entry : file->tensors()) {
     const zinc::rt::SafetensorView &t = entry.getValue();
-    uint64_t bytes = zinc::numElements(t.shape) * zinc::dtypeSize(t.dtype);
-    if (t.data.size() != bytes)
+    llvm::Optional<uint64_t> bytes = zinc::tensorBytes(t.shape, zinc::dtypeSize(t.dtype));
+    if (!bytes || t.data.size() != *bytes)
       std::abort(); // accepted a tensor whose bytes are not its shape's
     // Touch the bytes: ASan reports any that lie outside the mapping.
     volatile uint8_t sum = 0;

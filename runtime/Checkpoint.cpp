@@ -3,6 +3,7 @@
 #include "zinc/runtime/CheckpointFolder.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/Safetensors.h"
+#include "zinc/support/BoundedJson.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
 #include "zinc/support/OutputFile.h"
@@ -480,7 +481,7 @@ resumeFromCheckpoint(Program &program, llvm::StringRef path,
   if (!text)
     return makeError(manifestPath +
                      ": cannot read: " + text.getError().message());
-  auto parsed = llvm::json::parse((*text)->getBuffer());
+  auto parsed = parseJson((*text)->getBuffer());
   if (!parsed)
     return makeError(manifestPath + ": not a checkpoint manifest: " +
                      llvm::toString(parsed.takeError()));

@@ -1,5 +1,6 @@
 //===- CheckpointFolder.cpp - A checkpoint directory that is zinc's alone -===//
 #include "zinc/runtime/CheckpointFolder.h"
+#include "zinc/support/BoundedJson.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -35,7 +36,7 @@ llvm::Optional<RunIdentity> readRunIdentity(llvm::StringRef checkpoint) {
   auto text = llvm::MemoryBuffer::getFile(checkpoint + "/manifest.json");
   if (!text)
     return llvm::None;
-  auto parsed = llvm::json::parse((*text)->getBuffer());
+  auto parsed = parseJson((*text)->getBuffer());
   if (!parsed) {
     llvm::consumeError(parsed.takeError());
     return llvm::None;

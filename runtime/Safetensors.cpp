@@ -1,5 +1,6 @@
 //===- Safetensors.cpp - safetensors: u64 header size, JSON, raw bytes ----===//
 #include "zinc/runtime/Safetensors.h"
+#include "zinc/support/BoundedJson.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/OutputFile.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -64,7 +65,13 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
   if (headerSize > bytes.size() - 8)
     return malformed("header size " + llvm::Twine(headerSize) +
                      " runs past the end of the file");
-  auto json = llvm::json::parse(bytes.substr(8, headerSize));
+  // The reference implementation's cap: a bigger header is an attack on
+  // the JSON parser's memory and time, never a real file's index.
+  if (headerSize > kMaxSafetensorsHeaderBytes)
+    return malformed("header size " + llvm::Twine(headerSize) +
+                     " is over the format's limit of " +
+                     llvm::Twine(kMaxSafetensorsHeaderBytes) + " bytes");
+  auto json = parseJson(bytes.substr(8, headerSize));
   if (!json)
     return malformed("header is not JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *root = json->getAsObject();
@@ -99,10 +106,13 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
     if (!begin || !end || *begin < 0 || *end < *begin ||
         static_cast<uint64_t>(*end) > data.size())
       return malformed("tensor '" + name + "' has data_offsets outside the file");
-    uint64_t expected = numElements(view.shape) * dtypeSize(view.dtype);
-    if (static_cast<uint64_t>(*end - *begin) != expected)
+    llvm::Optional<uint64_t> expected = tensorBytes(view.shape, dtypeSize(view.dtype));
+    if (!expected)
+      return malformed("tensor '" + name + "' has shape " + formatShape(view.shape) +
+                       ", whose size overflows");
+    if (static_cast<uint64_t>(*end - *begin) != *expected)
       return malformed("tensor '" + name + "' has " + llvm::Twine(*end - *begin) +
-                       " bytes, its shape needs " + llvm::Twine(expected));
+                       " bytes, its shape needs " + llvm::Twine(*expected));
     view.data = llvm::ArrayRef<uint8_t>(
         reinterpret_cast<const uint8_t *>(data.data()) + *begin, *end - *begin);
     file.entries[name] = view;

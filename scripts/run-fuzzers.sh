@@ -13,7 +13,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-build-fuzz}" && pwd)
 seconds=${2:-60}
-targets=(onnx-binary onnx-text plan safetensors)
+targets=(onnx-binary onnx-text plan safetensors hw-json checkpoint-manifest)
 artifacts="$build/fuzz-artifacts"
 mkdir -p "$artifacts"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/zinc-fuzz-corpus-XXXXXX")

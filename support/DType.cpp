@@ -94,16 +94,23 @@ int64_t numElements(llvm::ArrayRef<int64_t> shape) {
   return n;
 }
 
-bool fitsTensorBytes(llvm::ArrayRef<int64_t> shape, uint64_t elementBytes) {
+llvm::Optional<uint64_t> tensorBytes(llvm::ArrayRef<int64_t> shape,
+                                     uint64_t elementBytes) {
   if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
-    return false;
+    return llvm::None;
   if (llvm::is_contained(shape, 0))
-    return true;
-  uint64_t bytes = std::max<uint64_t>(elementBytes, 1);
+    return 0;
+  uint64_t bytes = elementBytes;
   for (int64_t d : shape)
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
-      return false;
-  return bytes <= kMaxTensorBytes;
+      return llvm::None;
+  if (bytes > kMaxTensorBytes)
+    return llvm::None;
+  return bytes;
+}
+
+bool fitsTensorBytes(llvm::ArrayRef<int64_t> shape, uint64_t elementBytes) {
+  return tensorBytes(shape, std::max<uint64_t>(elementBytes, 1)).hasValue();
 }
 
 std::string formatShape(llvm::ArrayRef<int64_t> shape) {

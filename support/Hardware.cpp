@@ -1,5 +1,6 @@
 //===- Hardware.cpp - Hardware presets and JSON descriptions --------------===//
 #include "zinc/support/Hardware.h"
+#include "zinc/support/BoundedJson.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Size.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -165,7 +166,7 @@ llvm::json::Array timePointsJson(const KernelTimePoints &points) {
 
 /// Reads a description's fields over `hw`; `where` names it in errors.
 llvm::Error parseDescription(llvm::StringRef text, llvm::StringRef where, Hardware &hw) {
-  auto json = llvm::json::parse(text);
+  auto json = parseJson(text);
   if (!json)
     return makeError(where + ": not JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *o = json->getAsObject();

@@ -14,6 +14,10 @@
 
 namespace zinc::rt {
 
+/// The largest header SafetensorsFile::open reads, as the reference
+/// implementation (safetensors' MAX_HEADER_SIZE) caps it.
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
 /// One tensor of a safetensors file; `data` points into the mapped file.
 struct SafetensorView {
   DType dtype = DType::F32;

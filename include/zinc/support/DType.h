@@ -81,6 +81,12 @@ int64_t numElements(llvm::ArrayRef<int64_t> shape);
 /// counts, offsets and their sums stay far inside 64 bits.
 constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 60;
 
+/// The bytes of a tensor of `shape` with elements of `elementBytes` bytes,
+/// every product checked for overflow: None for a negative dimension or a
+/// size past kMaxTensorBytes. The one place a size read from a file (a
+/// model, a plan, a safetensors header) becomes a byte count.
+llvm::Optional<uint64_t> tensorBytes(llvm::ArrayRef<int64_t> shape,
+                                     uint64_t elementBytes);
 /// Whether a tensor of `shape` (no negative dimension) and elements of
 /// `elementBytes` bytes stays within kMaxTensorBytes.
 bool fitsTensorBytes(llvm::ArrayRef<int64_t> shape, uint64_t elementBytes);
