@@ -99,7 +99,7 @@ class TokenDataTest(unittest.TestCase):
         """Under mpirun with 2 ranks (ZeRO-2), sequential rows count the
         global batch of 8, rank 0's 4 rows first: the losses are those of the
         same windows as a safetensors file of the global batch."""
-        from test_zero import mpirun
+        from test_zero import mpirun, run_ranks
         plan = self.path("gpt-2ranks.zplan")
         run_tool([self.compile_bin, GPT, "-o", plan, "--ranks=2", "--zero-stage=2"])
         st.save_file(sequential_windows(self.tokens, 3, batch=2 * BATCH),
@@ -107,8 +107,8 @@ class TokenDataTest(unittest.TestCase):
 
         def losses(name, flags):
             metrics = self.path(name + ".jsonl")
-            run_tool(mpirun(2) + [self.run_bin, plan, "--backend=cpu", "--steps=3",
-                                  "--metrics=" + metrics] + flags)
+            run_ranks(mpirun(2) + [self.run_bin, plan, "--backend=cpu", "--steps=3",
+                                   "--metrics=" + metrics] + flags)
             with open(metrics) as f:
                 return [json.loads(line)["loss"] for line in f if line.strip()]
         want = losses("2ranks-safetensors",
