@@ -34,8 +34,10 @@ std::string encodePlan(const Plan &plan, PlanEncoding encoding) {
   std::string payload;
   if (encoding == PlanEncoding::Text) {
     google::protobuf::TextFormat::PrintToString(plan, &payload);
-    std::string out = (kTextMagic + llvm::Twine(kPlanFormatVersion) + "\n").str();
-    out += "# checksum " + llvm::utohexstr(llvm::xxHash64(payload), true) + "\n";
+    std::string out =
+        (kTextMagic + llvm::Twine(kPlanFormatVersion) + "\n").str();
+    out +=
+        "# checksum " + llvm::utohexstr(llvm::xxHash64(payload), true) + "\n";
     return out + payload;
   }
   // The header, then the payload serialised in place: a plan of 10^6
@@ -58,7 +60,8 @@ std::string encodePlan(const Plan &plan, PlanEncoding encoding) {
     plan.SerializeWithCachedSizes(&coded);
   }
   std::string checksum;
-  putLE(checksum, llvm::xxHash64(llvm::StringRef(out).drop_front(kHeaderBytes)), 8);
+  putLE(checksum, llvm::xxHash64(llvm::StringRef(out).drop_front(kHeaderBytes)),
+        8);
   out.replace(checksumAt, 8, checksum);
   return out;
 }
@@ -118,18 +121,17 @@ llvm::Error writePlanFile(const Plan &plan, llvm::StringRef path,
 
 llvm::Expected<StagedPlanFile> stagePlanFile(llvm::StringRef bytes,
                                              llvm::StringRef path) {
-  std::string tmp = stagingPathFor(path);
-  std::error_code ec;
-  llvm::raw_fd_ostream os(tmp, ec);
-  if (ec)
-    return makeError(path + ": cannot write: " + ec.message());
+  llvm::Expected<StagedOutput> staged = stageOutput(path);
+  if (!staged)
+    return staged.takeError();
+  llvm::raw_fd_ostream os(staged->fd, /*shouldClose=*/true);
   os << bytes;
   if (llvm::Error err = closeOutput(os, path)) {
-    if (tmp != path)
-      llvm::sys::fs::remove(tmp);
+    if (staged->staged != path)
+      llvm::sys::fs::remove(staged->staged);
     return err;
   }
-  return StagedPlanFile(std::move(tmp), path.str());
+  return StagedPlanFile(std::move(staged->staged), path.str());
 }
 
 StagedPlanFile::StagedPlanFile(StagedPlanFile &&other)

@@ -17,11 +17,22 @@
 
 namespace zinc {
 
-/// Where the bytes of `path` are written before they replace it: beside it,
-/// when `path` is a regular file or does not exist yet, so that a failed or
-/// interrupted write leaves the old file whole; `path` itself when it is
-/// something else (a device, a pipe), which a rename would replace.
-std::string stagingPathFor(llvm::StringRef path);
+/// The bytes of a file being written: `fd` is open for writing on `staged`,
+/// which is `path` itself or a new file beside it (stageOutput).
+struct StagedOutput {
+  std::string staged;
+  int fd = -1;
+};
+
+/// Opens where the bytes of `path` are written before they replace it.
+/// When `path` is a regular file or does not exist yet: a new file
+/// `PATH.tmp-<random>` beside it, created with O_CREAT | O_EXCL | O_NOFOLLOW
+/// (another name on EEXIST), so that a failed or interrupted write leaves the
+/// old file whole and nobody's file or symlink planted under a name zinc
+/// could guess is opened. When `path` is something else (a device, a pipe),
+/// which a rename would replace: `path` itself. Errors are "PATH: cannot
+/// write: REASON".
+llvm::Expected<StagedOutput> stageOutput(llvm::StringRef path);
 
 /// Closes `os` and turns a failure of any write to it into "PATH: cannot
 /// write: REASON", clearing the stream's error (whose destructor would
@@ -32,7 +43,7 @@ llvm::Error closeOutput(llvm::raw_fd_ostream &os, llvm::StringRef path);
 /// --metrics, after each record).
 llvm::Error checkOutput(llvm::raw_fd_ostream &os, llvm::StringRef path);
 
-/// Writes `path` with what `write` prints, all or nothing (stagingPathFor):
+/// Writes `path` with what `write` prints, all or nothing (stageOutput):
 /// on any failure, `write`'s own included, the staged bytes are removed and
 /// `path` is left as it was.
 llvm::Error
