@@ -142,16 +142,32 @@ void widenToFloat(const cpu::TensorRef &ref, std::vector<float> &values) {
 /// One ONNX initializer of the saved weights: a tensor of the plan, or the
 /// tiles the tile pass split it into (each a share along an axis).
 struct SavedWeight {
+  /// The key: the initializer's name, or with PyTorch keys the PyTorch
+  /// parameter's where the plan records one (InitializerSource.pytorch_name).
   std::string name;
+  /// The name the plan records beside the key (the PyTorch parameter's
+  /// under ONNX keys, the initializer's under PyTorch keys), or empty.
+  std::string otherName;
+  /// Initializer and PyTorch parameter are transposes of each other.
+  bool otherTransposed = false;
+  /// Saved in PyTorch's layout, the transpose of the initializer's.
+  bool transposed = false;
+  /// The saved tensor's shape (transposed with it).
   llvm::SmallVector<int64_t, 6> shape;
   std::vector<int> ids;
 };
 
-std::vector<SavedWeight> savedWeights(const Program &program) {
+std::vector<SavedWeight> savedWeights(const Program &program,
+                                      WeightKeysKind keys) {
   std::vector<SavedWeight> weights;
   llvm::StringMap<size_t> index;
   for (const plan::Tensor &t : program.getPlan().tensors()) {
     if (t.role() != plan::ROLE_PARAMETER && t.role() != plan::ROLE_MODEL_STATE)
+      continue;
+    // A constant the exporter folded and the compiler found no PyTorch
+    // name for: no state_dict has it (zinc-compile warned).
+    if (keys == WeightKeysKind::Pytorch && t.init().pytorch_name().empty() &&
+        llvm::StringRef(t.init().name()).startswith("onnx::"))
       continue;
     auto [it, added] = index.try_emplace(t.init().name(), weights.size());
     if (added) {
@@ -165,6 +181,17 @@ std::vector<SavedWeight> savedWeights(const Program &program) {
       else
         w.shape.assign(program.tensor(t.id()).shape.begin(),
                        program.tensor(t.id()).shape.end());
+      if (!t.init().pytorch_name().empty()) {
+        w.otherName = t.init().pytorch_name();
+        w.otherTransposed =
+            t.init().pytorch_transposed() && w.shape.size() == 2;
+        if (keys == WeightKeysKind::Pytorch) {
+          std::swap(w.name, w.otherName);
+          w.transposed = w.otherTransposed;
+          if (w.transposed)
+            std::swap(w.shape[0], w.shape[1]);
+        }
+      }
       weights.push_back(std::move(w));
     }
     weights[it->second].ids.push_back(t.id());
@@ -209,11 +236,13 @@ static llvm::Expected<cpu::TensorRef> wholeTensor(Program &program, int id,
 
 /// Writes `headers`' tensors to `path` on rank 0, each as `produce(i, os)`
 /// prints it; the other ranks call `produce(i, nullptr)` in the same order,
-/// taking part in the gathers of shards it makes.
-static llvm::Error
-writeFromRankZero(Program &program, llvm::StringRef path,
-                  llvm::ArrayRef<StreamedTensor> headers,
-                  llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream *)> produce) {
+/// taking part in the gathers of shards it makes. `metadata` goes into the
+/// header's `__metadata__`.
+static llvm::Error writeFromRankZero(
+    Program &program, llvm::StringRef path,
+    llvm::ArrayRef<StreamedTensor> headers,
+    llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream *)> produce,
+    llvm::ArrayRef<std::pair<std::string, std::string>> metadata = {}) {
   if (program.rank() != 0) {
     for (size_t i = 0; i < headers.size(); ++i)
       if (auto err = produce(i, nullptr))
@@ -222,17 +251,33 @@ writeFromRankZero(Program &program, llvm::StringRef path,
   }
   return writeSafetensorsStreamed(
       path, headers,
-      [&](size_t i, llvm::raw_ostream &os) -> llvm::Error { return produce(i, &os); });
+      [&](size_t i, llvm::raw_ostream &os) -> llvm::Error {
+        return produce(i, &os);
+      },
+      metadata);
 }
 
-llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
-  std::vector<SavedWeight> weights = savedWeights(program);
+llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path,
+                                WeightKeysKind keys) {
+  std::vector<SavedWeight> weights = savedWeights(program, keys);
   std::vector<StreamedTensor> headers;
-  for (const SavedWeight &w : weights)
+  // The way back to the plan's names, for the tensors saved under PyTorch's.
+  std::vector<std::pair<std::string, std::string>> metadata;
+  for (const SavedWeight &w : weights) {
     headers.push_back({w.name, DType::F32, w.shape,
                        static_cast<uint64_t>(numElements(w.shape)) * 4});
+    if (w.otherName.empty())
+      continue;
+    llvm::StringRef other =
+        keys == WeightKeysKind::Pytorch ? "onnx" : "pytorch";
+    metadata.push_back(
+        {("zinc." + other + "_name." + w.name).str(), w.otherName});
+    if (w.otherTransposed)
+      metadata.push_back(
+          {("zinc." + other + "_layout." + w.name).str(), "transposed"});
+  }
   std::vector<uint8_t> scratch, gathered;
-  std::vector<float> values, whole;
+  std::vector<float> values, whole, transposed;
   const plan::Plan &plan = program.getPlan();
   auto produce = [&](size_t i, llvm::raw_ostream *os) -> llvm::Error {
     const SavedWeight &w = weights[i];
@@ -269,12 +314,22 @@ llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path) {
         std::copy(values.begin() + r * run, values.begin() + (r + 1) * run,
                   whole.begin() + r * w.shape[axis] * inner + src.slice_begin() * inner);
     }
-    const std::vector<float> &out = tiled ? whole : values;
+    const std::vector<float> *out = tiled ? &whole : &values;
+    if (os && w.transposed) {
+      // w.shape is PyTorch's [rows, cols]; the plan holds [cols, rows].
+      int64_t rows = w.shape[0], cols = w.shape[1];
+      transposed.resize(out->size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          transposed[r * cols + c] = (*out)[c * rows + r];
+      out = &transposed;
+    }
     if (os)
-      os->write(reinterpret_cast<const char *>(out.data()), out.size() * sizeof(float));
+      os->write(reinterpret_cast<const char *>(out->data()),
+                out->size() * sizeof(float));
     return llvm::Error::success();
   };
-  return writeFromRankZero(program, path, headers, produce);
+  return writeFromRankZero(program, path, headers, produce, metadata);
 }
 
 std::string planChecksum(const Program &program) {
@@ -287,7 +342,8 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
                            uint64_t stepsDone, uint64_t seed, unsigned keep,
                            const RunIdentity &id,
                            const std::function<void(llvm::StringRef)> &note,
-                           const std::function<bool()> &stopRequested) {
+                           const std::function<bool()> &stopRequested,
+                           WeightKeysKind keys) {
   // Rank 0 writes the checkpoint; the other ranks take part in gathering
   // their shards into it and touch no file.
   bool writer = program.rank() == 0;
@@ -321,7 +377,7 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
   if (program.ranks() == 1)
     if (auto err = stopped())
       return fail(std::move(err));
-  if (auto err = writeTrainedWeights(program, partial + "/" + kModelFile))
+  if (auto err = writeTrainedWeights(program, partial + "/" + kModelFile, keys))
     return fail(std::move(err));
   // Every state tensor whole: a shard is gathered from the ranks and kept
   // without its padding, so a run with another rank count can take its

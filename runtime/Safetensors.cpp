@@ -3,9 +3,15 @@
 #include "zinc/support/BoundedJson.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/OutputFile.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace zinc::rt {
 
@@ -46,23 +52,20 @@ static llvm::StringRef tagOf(DType t) {
   return "?";
 }
 
-llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
-  if (!buf)
-    return makeError(path + ": cannot open: " + buf.getError().message());
-  SafetensorsFile file;
-  file.buffer = std::move(*buf);
-  llvm::StringRef bytes = file.buffer->getBuffer();
+/// The header's size from the file's first 8 bytes, checked against the
+/// file's size and the format's cap.
+static llvm::Expected<uint64_t>
+headerSizeOf(llvm::StringRef path, llvm::StringRef first8, uint64_t fileSize) {
   auto malformed = [&](const llvm::Twine &why) {
     return makeError(path + ": not a valid safetensors file: " + why);
   };
-  if (bytes.size() < 8)
+  if (fileSize < 8 || first8.size() < 8)
     return malformed("shorter than its 8-byte header size");
   uint64_t headerSize = 0;
   for (int i = 0; i < 8; ++i)
-    headerSize |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
-  if (headerSize > bytes.size() - 8)
+    headerSize |= static_cast<uint64_t>(static_cast<uint8_t>(first8[i]))
+                  << (8 * i);
+  if (headerSize > fileSize - 8)
     return malformed("header size " + llvm::Twine(headerSize) +
                      " runs past the end of the file");
   // The reference implementation's cap: a bigger header is an attack on
@@ -71,13 +74,24 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
     return malformed("header size " + llvm::Twine(headerSize) +
                      " is over the format's limit of " +
                      llvm::Twine(kMaxSafetensorsHeaderBytes) + " bytes");
-  auto json = parseJson(bytes.substr(8, headerSize));
+  return headerSize;
+}
+
+/// Parses the JSON header `header` of a file whose data section (after the
+/// header) has `dataSize` bytes into `entries`; views point into `data`,
+/// or hold no bytes when it is null.
+static llvm::Error parseHeader(llvm::StringRef path, llvm::StringRef header,
+                               uint64_t dataSize, const uint8_t *data,
+                               llvm::StringMap<SafetensorView> &entries) {
+  auto malformed = [&](const llvm::Twine &why) {
+    return makeError(path + ": not a valid safetensors file: " + why);
+  };
+  auto json = parseJson(header);
   if (!json)
     return malformed("header is not JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *root = json->getAsObject();
   if (!root)
     return malformed("header is not a JSON object");
-  llvm::StringRef data = bytes.drop_front(8 + headerSize);
   for (const auto &kv : *root) {
     llvm::StringRef name = kv.first;
     if (name == "__metadata__")
@@ -104,7 +118,7 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
     auto begin = (*offsets)[0].getAsInteger();
     auto end = (*offsets)[1].getAsInteger();
     if (!begin || !end || *begin < 0 || *end < *begin ||
-        static_cast<uint64_t>(*end) > data.size())
+        static_cast<uint64_t>(*end) > dataSize)
       return malformed("tensor '" + name + "' has data_offsets outside the file");
     llvm::Optional<uint64_t> expected = tensorBytes(view.shape, dtypeSize(view.dtype));
     if (!expected)
@@ -113,10 +127,77 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
     if (static_cast<uint64_t>(*end - *begin) != *expected)
       return malformed("tensor '" + name + "' has " + llvm::Twine(*end - *begin) +
                        " bytes, its shape needs " + llvm::Twine(*expected));
-    view.data = llvm::ArrayRef<uint8_t>(
-        reinterpret_cast<const uint8_t *>(data.data()) + *begin, *end - *begin);
-    file.entries[name] = view;
+    if (data)
+      view.data = llvm::ArrayRef<uint8_t>(data + *begin, *end - *begin);
+    entries[name] = view;
   }
+  return llvm::Error::success();
+}
+
+llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path,
+                                                      bool readIntoMemory) {
+  // LLVM maps a file unless it is volatile and wants a terminator: both,
+  // to have it read (the terminator is one byte past the buffer).
+  auto buf =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/readIntoMemory,
+                                  /*IsVolatile=*/readIntoMemory);
+  if (!buf)
+    return makeError(path + ": cannot open: " + buf.getError().message());
+  SafetensorsFile file;
+  file.buffer = std::move(*buf);
+  llvm::StringRef bytes = file.buffer->getBuffer();
+  auto headerSize = headerSizeOf(path, bytes.take_front(8), bytes.size());
+  if (!headerSize)
+    return headerSize.takeError();
+  llvm::StringRef data = bytes.drop_front(8 + *headerSize);
+  if (auto err = parseHeader(path, bytes.substr(8, *headerSize), data.size(),
+                             reinterpret_cast<const uint8_t *>(data.data()),
+                             file.entries))
+    return std::move(err);
+  return file;
+}
+
+llvm::Expected<SafetensorsFile>
+SafetensorsFile::openHeader(llvm::StringRef path) {
+  int fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return makeError(path + ": cannot open: " + std::strerror(errno));
+  auto closeFd = llvm::make_scope_exit([&] { ::close(fd); });
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return makeError(path + ": cannot stat: " + std::strerror(errno));
+  uint64_t fileSize = static_cast<uint64_t>(st.st_size);
+  auto readAt = [&](std::string &out, uint64_t offset,
+                    uint64_t n) -> llvm::Error {
+    out.resize(n);
+    uint64_t done = 0;
+    while (done < n) {
+      ssize_t got =
+          ::pread(fd, &out[done], n - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0)
+        return makeError(path + ": cannot read: " +
+                         (got < 0 ? std::strerror(errno)
+                                  : "the file is shorter than it was"));
+      done += static_cast<uint64_t>(got);
+    }
+    return llvm::Error::success();
+  };
+  std::string first8, header;
+  if (fileSize >= 8)
+    if (auto err = readAt(first8, 0, 8))
+      return std::move(err);
+  auto headerSize = headerSizeOf(path, first8, fileSize);
+  if (!headerSize)
+    return headerSize.takeError();
+  if (auto err = readAt(header, 8, *headerSize))
+    return std::move(err);
+  SafetensorsFile file;
+  if (auto err = parseHeader(path, header, fileSize - 8 - *headerSize, nullptr,
+                             file.entries))
+    return std::move(err);
   return file;
 }
 
@@ -127,8 +208,15 @@ const SafetensorView *SafetensorsFile::find(llvm::StringRef name) const {
 
 llvm::Error writeSafetensorsStreamed(
     llvm::StringRef path, llvm::ArrayRef<StreamedTensor> tensors,
-    llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream &)> writeData) {
+    llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream &)> writeData,
+    llvm::ArrayRef<std::pair<std::string, std::string>> metadata) {
   llvm::json::Object header;
+  if (!metadata.empty()) {
+    llvm::json::Object meta;
+    for (const auto &[key, value] : metadata)
+      meta[key] = value;
+    header["__metadata__"] = std::move(meta);
+  }
   uint64_t offset = 0;
   for (const StreamedTensor &t : tensors) {
     llvm::json::Array shape;

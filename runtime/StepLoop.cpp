@@ -5,12 +5,14 @@
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/LrReport.h"
 #include "zinc/runtime/Safetensors.h"
+#include "zinc/runtime/StepData.h"
 #include "zinc/runtime/TokenData.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/FiniteJson.h"
 #include "zinc/support/Float16.h"
 #include "zinc/support/OutputFile.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
@@ -50,81 +52,39 @@ public:
     }
     if (opts.dataPath.empty())
       return llvm::Error::success();
+    if (llvm::sys::fs::is_directory(opts.dataPath)) {
+      auto feeder = ShardFeeder::open(program, opts.dataPath, opts.note);
+      if (!feeder)
+        return feeder.takeError();
+      shards = std::move(*feeder);
+      return llvm::Error::success();
+    }
     auto file = SafetensorsFile::open(opts.dataPath);
     if (!file)
       return file.takeError();
     data = std::move(*file);
-    for (uint32_t id : program.getPlan().inputs()) {
-      const plan::Tensor &t = program.getPlan().tensors(id);
-      const cpu::TensorRef &ref = program.tensor(id);
-      const SafetensorView *view = data->find(t.name());
-      if (!view)
-        return makeError(opts.dataPath + ": no tensor '" + t.name() +
-                         "' for the graph input of that name");
-      // With several ranks each step holds the whole batch: every rank's
-      // share, rank r's the r-th 1/N of the batch (first) dimension.
-      llvm::SmallVector<int64_t, 6> want{view->shape.empty() ? 0 : view->shape[0]};
-      want.append(ref.shape.begin(), ref.shape.end());
-      if (ranks > 1 && want.size() > 1)
-        want[1] *= ranks;
-      if (view->dtype != ref.dtype || view->shape.empty() || view->shape[0] < 1 ||
-          llvm::ArrayRef<int64_t>(view->shape) != llvm::ArrayRef<int64_t>(want)) {
-        std::string expected = dtypeName(ref.dtype).str() + "[steps," +
-                               formatShape(llvm::ArrayRef<int64_t>(want).drop_front()).substr(1);
-        return makeError(opts.dataPath + ": tensor '" + t.name() + "' is " +
-                         dtypeName(view->dtype) + formatShape(view->shape) +
-                         ", expected " + expected +
-                         (ranks > 1 && want.size() > 1
-                              ? " (the batch of all " + std::to_string(ranks) +
-                                    " ranks: each takes " + std::to_string(ref.shape[0]) + ")"
-                              : std::string()));
-      }
-    }
-    // Each input cycling through its own length would pair step i's
-    // tokens with another step's targets, silently.
-    return checkSameStepCount(program, opts.dataPath);
+    auto steps = checkStepTensors(program, data->tensors(), opts.dataPath);
+    if (!steps)
+      return steps.takeError();
+    dataSteps = static_cast<uint64_t>(*steps);
+    return llvm::Error::success();
   }
 
   llvm::Error feed(Program &program, unsigned step) {
     if (tokens)
       return tokens->feed(program, step);
-    for (uint32_t id : program.getPlan().inputs()) {
-      cpu::TensorRef &ref = program.tensor(id);
-      if (data) {
-        const SafetensorView *view = data->find(program.getPlan().tensors(id).name());
-        size_t slice = ref.byteSize();
-        size_t index = step % view->shape[0];
-        // A scalar input is the same for every rank; a batch is split.
-        size_t share = ref.shape.empty() ? 1 : ranks;
-        size_t at = (index * share + (share > 1 ? rank : 0)) * slice;
-        std::memcpy(ref.data, view->data.data() + at, slice);
-      } else {
-        fillSynthetic(ref, seed * 1000003 + step * 7919 + id + rank * 104729);
-      }
+    if (shards)
+      return shards->feed(program, step);
+    if (data) {
+      feedStepSlice(program, *data, step % dataSteps);
+      return llvm::Error::success();
     }
+    for (uint32_t id : program.getPlan().inputs())
+      fillSynthetic(program.tensor(id), seed * 1000003 + step * 7919 + id + rank * 104729);
     return llvm::Error::success();
   }
 
 private:
-  llvm::Error checkSameStepCount(Program &program, llvm::StringRef path) const {
-    const plan::Tensor *first = nullptr;
-    int64_t firstSteps = 0;
-    for (uint32_t id : program.getPlan().inputs()) {
-      const plan::Tensor &t = program.getPlan().tensors(id);
-      int64_t steps = data->find(t.name())->shape[0];
-      if (!first) {
-        first = &t;
-        firstSteps = steps;
-      } else if (steps != firstSteps) {
-        return makeError(path + ": tensor '" + first->name() + "' holds " +
-                         llvm::Twine(firstSteps) + " steps and tensor '" +
-                         t.name() + "' " + llvm::Twine(steps) +
-                         "; every graph input needs the same step count");
-      }
-    }
-    return llvm::Error::success();
-  }
-
   /// Floats ~ N(0,1); integers and bools zero, which is a valid index,
   /// class and mask for any model.
   static void fillSynthetic(cpu::TensorRef &ref, uint64_t streamSeed) {
@@ -156,6 +116,8 @@ private:
   uint64_t seed = 0;
   unsigned rank = 0, ranks = 1;
   llvm::Optional<SafetensorsFile> data;
+  uint64_t dataSteps = 1;
+  std::unique_ptr<ShardFeeder> shards;
   std::unique_ptr<TokenFeeder> tokens;
 };
 
@@ -535,7 +497,7 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
         return err;
       if (auto err = saveCheckpoint(program, opts.checkpointDir, stepsDone,
                                     opts.seed, opts.checkpointKeep, identity,
-                                    opts.note, opts.stopRequested)) {
+                                    opts.note, opts.stopRequested, opts.weightKeys)) {
         if (!stopping())
           return err;
         // Abandoned for the stop: nothing of it is left.
@@ -559,7 +521,7 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   if (!opts.saveWeightsPath.empty()) {
     if (auto err = stateToHost())
       return err;
-    if (auto err = writeTrainedWeights(program, opts.saveWeightsPath))
+    if (auto err = writeTrainedWeights(program, opts.saveWeightsPath, opts.weightKeys))
       return err;
   }
   if (tracing)

@@ -113,6 +113,13 @@ static cl::opt<std::string> saveWeights("save-weights",
                                         cl::desc("Write the fp32 weights at the end"),
                                         cl::value_desc("FILE.safetensors"),
                                         cl::cat(runCategory));
+static cl::opt<std::string> weightNames(
+    "weight-names",
+    cl::desc("Keys of --save-weights and of checkpoints' model.safetensors: "
+             "onnx (default: ONNX initializer names) or pytorch (the PyTorch "
+             "state_dict keys of initializers the exporter renamed, such as a "
+             "folded transpose 'onnx::MatMul_12', in PyTorch's layout)"),
+    cl::value_desc("onnx|pytorch"), cl::init("onnx"), cl::cat(runCategory));
 static cl::opt<std::string> saveOutputs("save-outputs",
                                         cl::desc("Write the graph outputs of the last step"),
                                         cl::value_desc("FILE.safetensors"),
@@ -349,6 +356,14 @@ static int toolMain(int argc, char **argv) {
   opts.metricsPath = metricsPath;
   opts.saveOutputsPath = saveOutputs;
   opts.saveWeightsPath = saveWeights;
+  if (weightNames == "pytorch") {
+    opts.weightKeys = zinc::rt::WeightKeysKind::Pytorch;
+  } else if (weightNames != "onnx") {
+    zinc::printError(tool,
+                     zinc::makeError("--weight-names must be onnx or pytorch, "
+                                     "not '" + weightNames + "'"));
+    return 1;
+  }
   opts.tracePath = tracePath;
   opts.checkNumerics = checkNumerics;
   if ((checkpointEvery.getNumOccurrences() ||

@@ -14,6 +14,7 @@
 #include "compiler/frontend/OnnxUtil.h"
 #include "compiler/frontend/OpSupport.h"
 #include "compiler/frontend/ReshapeFallback.h"
+#include "compiler/frontend/PytorchNames.h"
 #include "compiler/frontend/ShapeFolding.h"
 #include "compiler/frontend/ConstantEvaluator.h"
 #include "compiler/frontend/ControlFlow.h"
@@ -288,6 +289,8 @@ importModel(llvm::StringRef path, const ImportOptions &opts,
       collectInitializers(graph, modelDir, warn);
   if (!initializers)
     return initializers.takeError();
+  // Before folding: the exporter's node names are what tell the module.
+  namePytorchParameters(graph, *initializers, warn);
   llvm::StringSet<> initNames;
   for (const InitializerInfo &init : *initializers)
     initNames.insert(init.ref.name);

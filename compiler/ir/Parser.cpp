@@ -346,6 +346,20 @@ llvm::Error Parser::parseInit(InitializerRef &init) {
     init.sliceAxis = static_cast<int64_t>(*axis);
     init.sliceBegin = static_cast<int64_t>(*begin);
   }
+  // `pytorch "KEY" [transposed]`: the parameter the exporter renamed (Graph.h).
+  if (tok.isWord("pytorch")) {
+    consume();
+    auto key = parseString("the PyTorch parameter name");
+    if (!key)
+      return key.takeError();
+    if (key->empty())
+      return errorAt(tok, "the PyTorch parameter name must not be empty");
+    init.pytorchName = *key;
+    if (tok.isWord("transposed")) {
+      consume();
+      init.pytorchTransposed = true;
+    }
+  }
   return llvm::Error::success();
 }
 

@@ -225,6 +225,12 @@ static void printInit(const InitializerRef &init, llvm::raw_ostream &os) {
     llvm::interleave(init.wholeShape, os, ", ");
     os << ']';
   }
+  if (!init.pytorchName.empty()) {
+    os << " pytorch ";
+    text::printQuoted(init.pytorchName, os);
+    if (init.pytorchTransposed)
+      os << " transposed";
+  }
 }
 
 /// " shard of [D0, D1]" for one rank's shard (Value::shardOf), then

@@ -378,6 +378,10 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
         src->set_slice_axis(static_cast<int32_t>(v->init->sliceAxis));
         src->set_slice_begin(v->init->sliceBegin);
       }
+      if (!v->init->pytorchName.empty()) {
+        src->set_pytorch_name(v->init->pytorchName);
+        src->set_pytorch_transposed(v->init->pytorchTransposed);
+      }
     }
     for (int64_t d : v->shardOf)
       t->add_shard_of(d);

@@ -76,13 +76,22 @@ struct InitializerRef {
   llvm::SmallVector<int64_t, 4> wholeShape;
   int64_t sliceAxis = 0;
   int64_t sliceBegin = 0;
+  /// The PyTorch state_dict key of the parameter the initializer holds,
+  /// when the exporter named the initializer itself (`onnx::MatMul_12`, a
+  /// folded transpose) and the frontend traced it back; `pytorchTransposed`:
+  /// the initializer is that parameter transposed. Empty: the initializer's
+  /// name is the key (or none is known).
+  std::string pytorchName;
+  bool pytorchTransposed = false;
 
   bool isExternal() const { return !file.empty(); }
   bool isSlice() const { return !wholeShape.empty(); }
   bool operator==(const InitializerRef &o) const {
     return name == o.name && file == o.file && offset == o.offset &&
            length == o.length && wholeShape == o.wholeShape &&
-           sliceAxis == o.sliceAxis && sliceBegin == o.sliceBegin;
+           sliceAxis == o.sliceAxis && sliceBegin == o.sliceBegin &&
+           pytorchName == o.pytorchName &&
+           pytorchTransposed == o.pytorchTransposed;
   }
 };
 

@@ -43,10 +43,28 @@
 
 namespace zinc::rt {
 
+/// The keys of saved weights (zinc-run --weight-names).
+enum class WeightKeysKind {
+  /// ONNX initializer names.
+  Onnx,
+  /// PyTorch state_dict keys, in PyTorch's layout, for the initializers
+  /// whose plan tensor records one (InitializerSource.pytorch_name: the
+  /// exporter renamed them); ONNX names for the others, which are their
+  /// state_dict keys in an export without constant folding, except that
+  /// initializers the exporter named (`onnx::...`) without a PyTorch name
+  /// recorded are left out: they are constants it folded.
+  Pytorch,
+};
+
 /// The trained weights and model state (BatchNorm running statistics) as
-/// fp32 safetensors keyed by ONNX initializer name (--save-weights, and a
-/// checkpoint's model.safetensors); NVMe-resident ones one at a time.
-llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path);
+/// fp32 safetensors (--save-weights, and a checkpoint's model.safetensors);
+/// NVMe-resident ones one at a time. Where the plan records a PyTorch name
+/// for an initializer, `__metadata__` maps its key to the other name:
+/// `zinc.pytorch_name.<ONNX name>` and `zinc.pytorch_layout.<ONNX name>`
+/// ("transposed") under ONNX keys, `zinc.onnx_name.<key>` and
+/// `zinc.onnx_layout.<key>` under PyTorch keys.
+llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path,
+                                WeightKeysKind keys = WeightKeysKind::Onnx);
 
 /// The plan's identity in manifests: hex xxHash64 of its serialised form.
 std::string planChecksum(const Program &program);
@@ -61,7 +79,8 @@ llvm::Error saveCheckpoint(Program &program, llvm::StringRef dir,
                            uint64_t stepsDone, uint64_t seed, unsigned keep,
                            const RunIdentity &id,
                            const std::function<void(llvm::StringRef)> &note,
-                           const std::function<bool()> &stopRequested = {});
+                           const std::function<bool()> &stopRequested = {},
+                           WeightKeysKind keys = WeightKeysKind::Onnx);
 
 /// Where a run resumes.
 struct ResumePoint {

@@ -11,6 +11,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include <memory>
+#include <string>
+#include <utility>
 
 namespace zinc::rt {
 
@@ -28,8 +30,14 @@ struct SafetensorView {
 /// A safetensors file mapped read-only.
 class SafetensorsFile {
 public:
-  /// Errors start with the path and say what is malformed.
-  static llvm::Expected<SafetensorsFile> open(llvm::StringRef path);
+  /// Errors start with the path and say what is malformed. The file is
+  /// mapped, or with `readIntoMemory` read whole before this returns (a
+  /// reader on a thread of its own then leaves no page fault for later).
+  static llvm::Expected<SafetensorsFile> open(llvm::StringRef path,
+                                              bool readIntoMemory = false);
+  /// The header alone, checked as open checks it, read without the data:
+  /// the views have shapes and dtypes but no bytes.
+  static llvm::Expected<SafetensorsFile> openHeader(llvm::StringRef path);
   const SafetensorView *find(llvm::StringRef name) const;
   const llvm::StringMap<SafetensorView> &tensors() const { return entries; }
 
@@ -63,10 +71,12 @@ struct StreamedTensor {
 /// them, one tensor at a time (nothing is staged: tensors that live on NVMe
 /// are read into a buffer of one tensor at a time). All or nothing, as
 /// writeSafetensors; `writeData`'s error, or a byte count that differs from
-/// the header's, fails the write.
+/// the header's, fails the write. `metadata`: the header's `__metadata__`
+/// (string to string, as the format allows), left out when empty.
 llvm::Error writeSafetensorsStreamed(
     llvm::StringRef path, llvm::ArrayRef<StreamedTensor> tensors,
-    llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream &)> writeData);
+    llvm::function_ref<llvm::Error(size_t, llvm::raw_ostream &)> writeData,
+    llvm::ArrayRef<std::pair<std::string, std::string>> metadata = {});
 
 } // namespace zinc::rt
 

@@ -2,6 +2,7 @@
 #ifndef ZINC_RUNTIME_STEPLOOP_H
 #define ZINC_RUNTIME_STEPLOOP_H
 
+#include "zinc/runtime/Checkpoint.h"
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/Program.h"
 #include "llvm/ADT/Optional.h"
@@ -54,6 +55,8 @@ struct RunOptions {
   std::string metricsPath;
   std::string saveOutputsPath;
   std::string saveWeightsPath;
+  /// The keys of --save-weights and of checkpoints' model.safetensors.
+  WeightKeysKind weightKeys = WeightKeysKind::Onnx;
   std::string tracePath;
   /// Run the plan in order on one thread instead of a worker per stream.
   bool serial = false;
