@@ -3,6 +3,7 @@
 #include "zinc/plan/PlanNames.h"
 #include "zinc/runtime/Checkpoint.h"
 #include "zinc/runtime/Executor.h"
+#include "zinc/runtime/GradNorm.h"
 #include "zinc/runtime/LrReport.h"
 #include "zinc/runtime/Safetensors.h"
 #include "zinc/runtime/StepData.h"
@@ -16,6 +17,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -176,6 +178,8 @@ static llvm::json::Value metricsLine(const StepReport &r) {
     line["loss_scale"] = *r.lossScale;
     line["skipped"] = r.skipped;
   }
+  if (r.gradNorm)
+    line["grad_norm"] = *r.gradNorm;
   if (r.startup) {
     const StartupReport &s = *r.startup;
     line["startup"] = llvm::json::Object{
@@ -407,6 +411,17 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
          {plan.loss_scaling().scale(), plan.loss_scaling().found_inf()})
       if (auto err = inHostMemory(id, "loss scaling tensor"))
         return err;
+  const int64_t gradSumSquares = gradSumSquaresTensor(plan);
+  if (gradSumSquares >= plan.tensors_size() ||
+      (gradSumSquares >= 0 &&
+       (program.tensor(gradSumSquares).dtype != DType::F32 ||
+        program.tensor(gradSumSquares).numElements() != 1)))
+    return makeError("corrupt plan: gradient clipping's sum of squares is not an f32 "
+                     "scalar tensor of the plan");
+  if (gradSumSquares >= 0)
+    if (auto err = inHostMemory(static_cast<uint32_t>(gradSumSquares),
+                                "gradient clipping's sum of squares"))
+      return err;
   ExecutorOptions execOpts;
   execOpts.serial = opts.serial;
   execOpts.checkNumerics = opts.checkNumerics;
@@ -478,6 +493,9 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
       report.lossScale = readScalar(program.tensor(plan.loss_scaling().scale()));
       report.skipped = *program.tensor(plan.loss_scaling().found_inf()).as<float>() != 0;
     }
+    if (gradSumSquares >= 0)
+      if (auto sum = readScalar(program.tensor(static_cast<uint32_t>(gradSumSquares))))
+        report.gradNorm = std::sqrt(*sum);
     report.lr = lrReport.rate();
     lrReport.stepDone(report.skipped);
     if (metrics) {

@@ -70,6 +70,11 @@ static cl::opt<int64_t>
     totalSteps("total-steps",
                cl::desc("Updates at which linear and cosine decay end"),
                cl::init(0), cl::cat(compileCategory));
+static cl::opt<double> clipGradNorm(
+    "clip-grad-norm",
+    cl::desc("Scale the gradients to this 2-norm when above it, as "
+             "torch.nn.utils.clip_grad_norm_ (default: no clipping)"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"),
                                       cl::init("fp32"), cl::cat(compileCategory));
 static cl::opt<std::string> lossScale(
@@ -325,6 +330,17 @@ static Error compile() {
   training.momentum = momentum;
   training.nesterov = nesterov;
   training.fuseAttention = fuseAttention;
+  if (clipGradNorm.getNumOccurrences()) {
+    if (training.optimizer == zinc::OptimizerKind::None)
+      return zinc::makeError("--clip-grad-norm clips the gradients an update reads: it "
+                             "has no effect with --optimizer=none");
+    // 0 stands for "none" in the options: refused here, where it was given;
+    // checkHyperParameters refuses the other bad values.
+    if (clipGradNorm == 0)
+      return zinc::makeError("--clip-grad-norm=0 is not a valid maximum norm: it must be "
+                             "a finite number > 0");
+    training.clipGradNorm = clipGradNorm;
+  }
   // The default (-1) means "the optimizer's"; a value given is checked.
   if (weightDecay.getNumOccurrences())
     training.weightDecay = weightDecay;
@@ -393,6 +409,10 @@ static Error compile() {
                            delayedUpdates + "'");
   if (delayedUpdates.getNumOccurrences() && !delayUpdates)
     return zinc::makeError("--dpu-updates places the delayed updates of --dpu: add --dpu");
+  if (delayUpdates && training.clipGradNorm > 0)
+    return zinc::makeError("--clip-grad-norm cannot be combined with --dpu: a delayed update "
+                           "applies the previous step's gradients, and their norm is not "
+                           "kept for it");
   if (delayUpdates && (mode != "train" || training.optimizer == zinc::OptimizerKind::None))
     return zinc::makeError("--dpu delays the optimizer's update: it needs --mode=train and an "
                            "optimizer");

@@ -62,9 +62,6 @@ public:
 /// ONNX TensorProto.DataType codes (Cast's `to`).
 constexpr int64_t kOnnxFloat = 1;
 
-/// Operand positions of an optimizer node after its (param, grad, states).
-unsigned firstExtraOperand(const ir::Node &n) { return n.opType == "SGD" ? 3 : 4; }
-
 /// An f32 tensor attribute's values rounded to `to`.
 void convertTensor(TensorData &t, DType to) {
   size_t n = t.bytes.size() / 4;
@@ -338,7 +335,7 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
     if (extra.empty())
       continue;
     llvm::SmallVector<ir::Value *, 8> operands(n->inputs.begin(), n->inputs.end());
-    operands.resize(firstExtraOperand(*n), nullptr);
+    operands.resize(optimizerExtraOperand(*n, OptimizerExtra::ComputeCopy), nullptr);
     operands.append(extra.begin(), extra.end());
     n->setInputs(operands);
   }

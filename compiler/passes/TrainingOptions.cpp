@@ -39,6 +39,11 @@ llvm::Error checkHyperParameters(const TrainingOptions &t) {
       return makeError(given(flag, v) +
                        " is not a valid Adam beta: it must be in [0, 1), as "
                        "torch.optim requires");
+  // clip_grad_norm_ takes any number, but 0 zeroes every gradient and a
+  // negative one flips them: a typo, not a recipe.
+  if (t.clipGradNorm != 0 && !(t.clipGradNorm > 0 && std::isfinite(t.clipGradNorm)))
+    return makeError(given("clip-grad-norm", t.clipGradNorm) +
+                     " is not a valid maximum norm: it must be a finite number > 0");
   return llvm::Error::success();
 }
 

@@ -12,6 +12,7 @@
 #include "kernels/RandomInitKernel.h"
 #include "zinc/plan/PlanNames.h"
 #include "zinc/runtime/Executor.h"
+#include "zinc/runtime/GradNorm.h"
 #include "zinc/runtime/PinPlan.h"
 #include "zinc/runtime/cuda/CublasLtGemm.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
@@ -508,6 +509,8 @@ llvm::Error CudaRuntime::prepareInstructions(const CudaRuntimeOptions &opts) {
     readBack.push_back(plan.loss_scaling().scale());
     readBack.push_back(plan.loss_scaling().found_inf());
   }
+  if (int64_t sum = rt::gradSumSquaresTensor(plan); sum >= 0)
+    readBack.push_back(static_cast<uint32_t>(sum));
   for (uint32_t id : plan.outputs())
     readBack.push_back(id);
   return llvm::Error::success();

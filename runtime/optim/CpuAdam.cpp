@@ -63,6 +63,8 @@ void adamReferenceSpan(const AdamConstants &c, const AdamBuffers &b,
     float g = loadGrad(b, i);
     if (c.unscale)
       g *= c.invScale;
+    if (c.clip)
+      g *= c.clipCoef;
     float p = b.param[i];
     if (c.decoupled)
       p *= c.decay;

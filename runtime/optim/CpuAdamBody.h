@@ -53,14 +53,17 @@ ZINC_CPU_ADAM_FN static void adamSpanT(const AdamConstants &c,
   const F oneMinusB1 = V::set1(c.oneMinusBeta1),
           oneMinusB2 = V::set1(c.oneMinusBeta2);
   const F stepSize = V::set1(c.stepSize), bias2Sqrt = V::set1(c.bias2Sqrt);
-  const F eps = V::set1(c.eps), inv = V::set1(c.invScale);
+  const F eps = V::set1(c.eps), inv = V::set1(c.invScale),
+          clipCoef = V::set1(c.clipCoef);
   const bool decoupled = c.decoupled, l2 = !c.decoupled && c.weightDecay != 0;
-  const bool unscale = c.unscale;
+  const bool unscale = c.unscale, clip = c.clip;
   int64_t i = begin;
   for (; i + V::width <= end; i += V::width) {
     F g = loadGrad<V, G>(b.grad, i);
     if (unscale)
       g = V::mul(g, inv);
+    if (clip)
+      g = V::mul(g, clipCoef);
     F p = V::loadu(param + i);
     if (decoupled)
       p = V::mul(p, decay);

@@ -14,20 +14,24 @@
 #include "zinc/runtime/optim/CpuAdam.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
+#include "zinc/support/GradClipping.h"
 #include "zinc/support/LrSchedule.h"
 #include <cmath>
 
 namespace zinc::cpu {
 
 /// What an update reads besides (param, grad, states): mixed precision's
-/// compute-precision copy, which it writes, and fp16 loss scaling's found-inf
-/// flag, scale and count of applied steps (operands `first`.. in that order;
-/// absent ones are null or missing).
+/// compute-precision copy, which it writes, fp16 loss scaling's found-inf
+/// flag, scale and count of applied steps, and gradient clipping's sum of
+/// squares (operands `first`.. in that order, OptimizerOps.h; absent ones
+/// are null or missing).
 struct Extras {
   TensorRef *copy = nullptr;
   const float *foundInf = nullptr;
   const float *scale = nullptr;
   const int64_t *applied = nullptr;
+  const float *gradSumSquares = nullptr;
+  float maxGradNorm = 0;
   /// A delayed update (--dpu, the `delayed_steps` attribute) applies the
   /// gradients of this many steps before: the first steps have none.
   int64_t delayed = 0;
@@ -53,6 +57,10 @@ struct Extras {
   }
   /// GradScaler's inv_scale: the reciprocal in double, rounded to float.
   float invScale() const { return scale ? static_cast<float>(1.0 / *scale) : 1.0f; }
+  /// clip_grad_norm_'s factor of the unscaled gradient (1 without clipping).
+  float clipCoef() const {
+    return gradSumSquares ? clipCoefficient(*gradSumSquares, maxGradNorm) : 1.0f;
+  }
 };
 
 static bool isScalar(const TensorRef *t, DType dtype) {
@@ -64,9 +72,9 @@ static bool isScalar(const TensorRef *t, DType dtype) {
 /// (SGD without momentum).
 static llvm::Expected<Extras> checkOperands(const KernelCall &call, size_t states) {
   size_t first = 2 + states;
-  if (call.inputs.size() < first || call.inputs.size() > first + 4)
+  if (call.inputs.size() < first || call.inputs.size() > first + 5)
     return makeError(call.opType + " expects " + llvm::Twine(first) + " to " +
-                     llvm::Twine(first + 4) + " operands");
+                     llvm::Twine(first + 5) + " operands");
   const TensorRef *param = call.inputs[0], *grad = call.inputs[1];
   int64_t n = param ? param->numElements() : 0;
   bool ok = param && param->dtype == DType::F32 && grad && grad->numElements() == n &&
@@ -108,6 +116,13 @@ static llvm::Expected<Extras> checkOperands(const KernelCall &call, size_t state
     e.foundInf = foundInf->as<float>();
     e.scale = scale->as<float>();
     e.applied = applied->as<int64_t>();
+  }
+  if (const TensorRef *sum = call.input(first + 4)) {
+    e.maxGradNorm = static_cast<float>(call.attrs.getFloat("max_grad_norm", 0));
+    if (!isScalar(sum, DType::F32) || !(e.maxGradNorm > 0))
+      return makeError(call.opType + ": gradient clipping needs the sum of squares f32[] "
+                                     "and a max_grad_norm > 0");
+    e.gradSumSquares = sum->as<float>();
   }
   return e;
 }
@@ -164,6 +179,8 @@ static llvm::Error adam(const KernelCall &call, bool decoupled) {
   double wd = call.attrs.getFloat("weight_decay", decoupled ? 1e-2 : 0.0);
   optim::AdamConstants constants = optim::makeAdamConstants(
       decoupled, lr, beta1, beta2, eps, wd, extras->step(call), extras->scale);
+  constants.clip = extras->gradSumSquares != nullptr;
+  constants.clipCoef = extras->clipCoef();
   optim::AdamBuffers buffers;
   TensorRef *param = call.updated(0), *expAvg = call.updated(2), *expAvgSq = call.updated(3);
   if (!param || !expAvg || !expAvgSq)
@@ -211,11 +228,15 @@ llvm::Error runSGD(const KernelCall &call) {
   const bool firstStep = extras->step(call) == 1;
   const bool unscale = extras->scale != nullptr;
   const float inv = extras->invScale();
+  const bool clip = extras->gradSumSquares != nullptr;
+  const float clipCoef = extras->clipCoef();
   withGradReader(*call.inputs[1], [&](auto readGrad) {
     parallelFor(n, n > (1 << 16), [&](int64_t i) {
       float d = readGrad(i);
       if (unscale)
         d *= inv;
+      if (clip)
+        d *= clipCoef;
       if (wd != 0)
         d += param[i] * wd;
       if (buf) {

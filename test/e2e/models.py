@@ -276,14 +276,17 @@ def make_optimizer(name, params, **kw):
 
 
 def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False,
-                    lr_factors=None, **kw):
+                    lr_factors=None, clip_grad_norm=None, grad_norms=None, **kw):
     """Trains `model` in place for `steps` steps (step i feeds slice i);
     returns the loss of each step, measured before its update. `delayed`:
     ZeRO-Offload's delayed parameter update, as zinc-compile --dpu does it:
     the update of step i applies step i-1's gradients (none at step 0).
     `lr_factors`: a learning-rate schedule as transformers builds one, a
     LambdaLR whose factor of update k is lr_factors[k], stepped after each
-    optimizer step as Trainer does (a delayed run's step 0 makes none)."""
+    optimizer step as Trainer does (a delayed run's step 0 makes none).
+    `clip_grad_norm`: torch.nn.utils.clip_grad_norm_(params, MAX) between
+    backward and the update; each step's norm is appended to `grad_norms`
+    when given."""
     opt = make_optimizer(optimizer, model.parameters(), **kw)
     schedule = None
     if lr_factors is not None:
@@ -295,6 +298,10 @@ def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False,
         opt.zero_grad()
         loss = model(*step_inputs(data, i))
         loss.backward()
+        if clip_grad_norm is not None:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+            if grad_norms is not None:
+                grad_norms.append(float(norm))
         if delayed:
             current = [None if p.grad is None else p.grad.clone() for p in params]
             if previous is not None:

@@ -44,6 +44,9 @@ struct TrainingOptions {
   /// --lr-schedule, --warmup-steps, --total-steps: the factor of `lr` at
   /// each update (LrSchedule.h); the default is a constant rate.
   LrSchedule lrSchedule;
+  /// --clip-grad-norm: torch.nn.utils.clip_grad_norm_(params, MAX) before
+  /// each update (the clip-grad-norm pass); 0 for none.
+  double clipGradNorm = 0;
 
   /// fuse-attention: attention chains become zinc.Attention (O(T) memory).
   bool fuseAttention = true;

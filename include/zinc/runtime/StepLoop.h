@@ -111,6 +111,9 @@ struct StepReport {
   /// With fp16 loss scaling: the scale the next step uses, and whether this
   /// step overflowed and so changed no weight.
   llvm::Optional<double> lossScale;
+  /// --clip-grad-norm: the 2-norm of the step's gradients before clipping
+  /// (clip_grad_norm_'s return value), unscaled under loss scaling.
+  llvm::Optional<double> gradNorm;
   bool skipped = false;
   /// On the run's first step, with RunOptions::startup: the time to it and
   /// its parts (--metrics "startup").

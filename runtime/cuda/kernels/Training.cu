@@ -13,6 +13,7 @@
 #include "DeviceTypes.cuh"
 #include "TrainingMath.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
+#include "zinc/support/GradClipping.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 #include <cstdint>
@@ -159,6 +160,13 @@ struct LossScaleState {
   const int64_t *applied = nullptr;
 };
 
+/// --clip-grad-norm's operands: the device sum of the gradients' squares
+/// (null without clipping) and the node's max_grad_norm.
+struct ClipState {
+  const float *sumSquares = nullptr;
+  float maxNorm = 0;
+};
+
 template <typename G, typename C> struct AdamArgs {
   float *param, *expAvg, *expAvgSq;
   const G *grad;
@@ -171,6 +179,7 @@ template <typename G, typename C> struct AdamArgs {
   AdamHyper hyper;
   int64_t delayed;
   LossScaleState loss;
+  ClipState clip;
 };
 
 template <typename G, typename C>
@@ -187,6 +196,10 @@ __global__ void __launch_bounds__(kThreads) adamKernel(AdamArgs<G, C> a) {
           a.hyper, optimizerStep(0, a.loss.applied, a.delayed), a.loss.scale);
     __syncthreads();
     c = shared;
+  }
+  if (a.clip.sumSquares) {
+    c.clip = true;
+    c.clipCoef = clipCoefficient(*a.clip.sumSquares, a.clip.maxNorm);
   }
   int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n;
@@ -215,6 +228,7 @@ template <typename G, typename C> struct SgdArgs {
   LrSchedule schedule;
   int64_t runStep, delayed;
   LossScaleState loss;
+  ClipState clip;
 };
 
 template <typename G, typename C>
@@ -225,6 +239,10 @@ __global__ void __launch_bounds__(kThreads) sgdKernel(SgdArgs<G, C> a) {
   if (a.loss.scale) {
     c.unscale = true;
     c.invScale = invScaleOf(*a.loss.scale);
+  }
+  if (a.clip.sumSquares) {
+    c.clip = true;
+    c.clipCoef = clipCoefficient(*a.clip.sumSquares, a.clip.maxNorm);
   }
   int64_t step = optimizerStep(a.runStep, a.loss.applied, a.delayed);
   bool firstStep = step == 1;
@@ -528,6 +546,49 @@ Error runDropoutGrad(const CudaKernelCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
+// Gradient clipping: the sum of squares, in a fixed order
+//===----------------------------------------------------------------------===//
+
+/// Blocks of the first pass: fixed, so each block's share of the elements,
+/// and with it the sum's rounding, is the same on every device and run.
+constexpr unsigned kSquaresBlocks = 256;
+
+/// Block b's sum of (g[i] * inv_scale)^2 (in double) into partial[b];
+/// `scale` is loss scaling's, or null.
+template <typename G>
+__global__ void __launch_bounds__(kThreads)
+    sumSquaresKernel(const G *g, int64_t n, const float *scale, double *partial) {
+  __shared__ double sums[kThreads];
+  const float inv = scale ? invScaleOf(*scale) : 1.0f;
+  double s = 0;
+  int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    double v = scale ? mulRn(loadF(g[i]), inv) : loadF(g[i]);
+    s = __fma_rn(v, v, s);
+  }
+  sums[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = sums[0];
+}
+
+/// sum = (accumulate ? sum : 0) + the partial sums of every gradient, in
+/// order, rounded to float once.
+__global__ void finishSumSquaresKernel(float *sum, const double *partial,
+                                       int64_t count, bool accumulate) {
+  double total = accumulate ? static_cast<double>(*sum) : 0.0;
+  for (int64_t i = 0; i < count; ++i)
+    total += partial[i];
+  *sum = static_cast<float>(total);
+}
+
+//===----------------------------------------------------------------------===//
 // Host side: optimizers
 //===----------------------------------------------------------------------===//
 
@@ -537,6 +598,7 @@ namespace {
 struct Extras {
   DeviceTensor *copy = nullptr;
   LossScaleState loss;
+  ClipState clip;
   int64_t delayed = 0;
   LrSchedule schedule;
 };
@@ -549,9 +611,9 @@ static bool isScalar(const DeviceTensor *t, DType dtype) {
 static llvm::Expected<Extras> checkOperands(const CudaKernelCall &call,
                                             size_t states) {
   size_t first = 2 + states;
-  if (call.inputs.size() < first || call.inputs.size() > first + 4)
+  if (call.inputs.size() < first || call.inputs.size() > first + 5)
     return cudaKernelError(call.opType + " expects " + Twine(first) + " to " +
-                           Twine(first + 4) + " operands");
+                           Twine(first + 5) + " operands");
   const DeviceTensor *param = call.inputs[0], *grad = call.inputs[1];
   int64_t n = param ? param->numElements() : 0;
   bool ok = param && param->dtype == DType::F32 && grad &&
@@ -600,6 +662,14 @@ static llvm::Expected<Extras> checkOperands(const CudaKernelCall &call,
     e.loss.foundInf = static_cast<const float *>(foundInf->data);
     e.loss.scale = static_cast<const float *>(scale->data);
     e.loss.applied = static_cast<const int64_t *>(applied->data);
+  }
+  if (const DeviceTensor *sum = call.input(first + 4)) {
+    e.clip.maxNorm = static_cast<float>(call.attrs.getFloat("max_grad_norm", 0));
+    if (!isScalar(sum, DType::F32) || !(e.clip.maxNorm > 0))
+      return cudaKernelError(call.opType +
+                             ": gradient clipping needs the sum of squares "
+                             "f32[] and a max_grad_norm > 0");
+    e.clip.sumSquares = static_cast<const float *>(sum->data);
   }
   return e;
 }
@@ -655,6 +725,7 @@ static Error adam(const CudaKernelCall &call, bool decoupled) {
         a.hyper = h;
         a.delayed = extras->delayed;
         a.loss = extras->loss;
+        a.clip = extras->clip;
         // Without loss scaling the step is the run's: the host computes
         // the constants once.
         if (!a.loss.applied)
@@ -710,6 +781,7 @@ Error runSGD(const CudaKernelCall &call) {
         a.runStep = call.step;
         a.delayed = extras->delayed;
         a.loss = extras->loss;
+        a.clip = extras->clip;
         sgdKernel<G, C><<<gridFor(n, kThreads), kThreads, 0, call.stream>>>(a);
         return checkLaunch(call.opType + " (sgdKernel)");
       });
@@ -784,6 +856,56 @@ Error runCheckFiniteGrads(const CudaKernelCall &call) {
       return e;
   }
   return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Host side: gradient clipping
+//===----------------------------------------------------------------------===//
+
+Error runSumGradSquares(const CudaKernelCall &call) {
+  if (call.inputs.size() < 3 || !isScalar(call.inputs[0], DType::F32) ||
+      (call.inputs[1] && !isScalar(call.inputs[1], DType::F32)))
+    return cudaKernelError("SumGradSquares expects the sum f32[], the loss "
+                           "scale f32[] or none, and gradients");
+  const float *scale =
+      call.inputs[1] ? static_cast<const float *>(call.inputs[1]->data) : nullptr;
+  DeviceTensor *sumRef = call.updated(0);
+  if (!sumRef)
+    return cudaKernelError(
+        "SumGradSquares: the sum is not declared written (ZincOps.def)");
+  size_t grads = 0;
+  for (size_t k = 2; k < call.inputs.size(); ++k) {
+    const DeviceTensor *g = call.inputs[k];
+    if (g && g->dtype != DType::F32 && g->dtype != DType::F16 &&
+        g->dtype != DType::BF16)
+      return cudaKernelError("SumGradSquares: gradient " + Twine(k - 2) +
+                             " is not f32, f16 or bf16");
+    grads += g && g->numElements() > 0;
+  }
+  auto partial = call.scratch<double>(uint64_t(kSquaresBlocks) * (grads ? grads : 1));
+  if (!partial)
+    return partial.takeError();
+  int64_t filled = 0;
+  for (size_t k = 2; k < call.inputs.size(); ++k) {
+    const DeviceTensor *g = call.inputs[k];
+    if (!g || g->numElements() == 0)
+      continue;
+    int64_t n = g->numElements();
+    Error e = dispatchFloat(g->dtype, call.opType, [&](auto tag) -> Error {
+      using G = decltype(tag);
+      sumSquaresKernel<G><<<kSquaresBlocks, kThreads, 0, call.stream>>>(
+          static_cast<const G *>(g->data), n, scale, *partial + filled);
+      return checkLaunch("SumGradSquares (sumSquaresKernel, gradient " +
+                         Twine(k - 2) + ")");
+    });
+    if (e)
+      return e;
+    filled += kSquaresBlocks;
+  }
+  finishSumSquaresKernel<<<1, 1, 0, call.stream>>>(
+      static_cast<float *>(sumRef->data), *partial, filled,
+      call.attrs.getInt("accumulate", 0) != 0);
+  return checkLaunch("SumGradSquares (finishSumSquaresKernel)");
 }
 
 Error runUpdateLossScale(const CudaKernelCall &call) {

@@ -104,6 +104,9 @@ struct AdamStepConstants {
   float stepSize, bias2Sqrt, eps;
   bool unscale;
   float invScale;
+  /// --clip-grad-norm: clip_grad_norm_'s factor, after unscaling.
+  bool clip;
+  float clipCoef;
 };
 
 /// optim::makeAdamConstants: update number `step` (1-based); `scale` is
@@ -126,6 +129,8 @@ ZINC_HD AdamStepConstants adamStepConstants(const AdamHyper &h, int64_t step,
   c.eps = static_cast<float>(h.eps);
   c.unscale = scale != nullptr;
   c.invScale = scale ? invScaleOf(*scale) : 1.0f;
+  c.clip = false;
+  c.clipCoef = 1.0f;
   return c;
 }
 
@@ -135,6 +140,8 @@ ZINC_HD void adamUpdate(const AdamStepConstants &c, float g, float &p,
                         float &m, float &v) {
   if (c.unscale)
     g = mulRn(g, c.invScale);
+  if (c.clip)
+    g = mulRn(g, c.clipCoef);
   if (c.decoupled)
     p = mulRn(p, c.decay);
   else if (c.weightDecay != 0)
@@ -155,6 +162,8 @@ struct SgdConstants {
   bool nesterov = false;
   bool unscale = false;
   float invScale = 1;
+  bool clip = false;
+  float clipCoef = 1;
 };
 
 /// runSGD's rate of update number `step` (1-based): the node's `lr` times
@@ -171,6 +180,8 @@ ZINC_HD float sgdUpdate(const SgdConstants &c, float g, float p, float *buf,
   float d = g;
   if (c.unscale)
     d = mulRn(d, c.invScale);
+  if (c.clip)
+    d = mulRn(d, c.clipCoef);
   if (c.weightDecay != 0)
     d = addRn(d, mulRn(p, c.weightDecay));
   if (buf) {

@@ -10,6 +10,7 @@
 #include "runtime/cuda/kernels/TrainingMath.h"
 #include "test/unit/cuda/TrainingTestHelpers.h"
 #include "zinc/runtime/optim/CpuAdam.h"
+#include "zinc/support/GradClipping.h"
 #include "zinc/support/Philox.h"
 #include "SliceGeometry.h"
 #include <cmath>
@@ -150,6 +151,54 @@ TEST(CudaTrainingMath, SgdUpdateIsTheCpuKernels) {
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_FLOAT_EQ(p[i], param.ref.as<float>()[i]) << i;
     EXPECT_FLOAT_EQ(b[i], buf.ref.as<float>()[i]) << i;
+  }
+}
+
+// --clip-grad-norm: the cuda math multiplies by the coefficient after
+// unscaling, as the cpu kernels do, for SGD and for Adam's reference span.
+TEST(CudaTrainingMath, ClippedUpdatesAreTheCpuKernels) {
+  const int64_t n = 65;
+  OwnedTensor param = randomOf(DType::F32, {n}, -1, 1, 30);
+  OwnedTensor grad = randomOf(DType::F32, {n}, -3, 3, 31);
+  OwnedTensor sum = OwnedTensor::f32({}, {6.25f}); // norm 2.5
+  std::vector<float> p(param.ref.as<float>(), param.ref.as<float>() + n);
+  AttributeList a = attrs({floatAttr("lr", 0.1), floatAttr("max_grad_norm", 0.5)});
+  std::vector<const cpu::TensorRef *> ins{&param.ref, &grad.ref, nullptr, nullptr,
+                                          nullptr,    nullptr,   nullptr, &sum.ref};
+  cpu::KernelCall call{"SGD", "test", 17, a, ins, {}};
+  call.step = 1;
+  ASSERT_NO_ERROR(cpu::lookupZincKernel("SGD")(call));
+  SgdConstants c;
+  c.lr = 0.1f;
+  c.clip = true;
+  c.clipCoef = clipCoefficient(6.25f, 0.5f);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = sgdUpdate(c, grad.ref.as<float>()[i], p[i], nullptr, true);
+    EXPECT_EQ(p[i], param.ref.as<float>()[i]) << i;
+  }
+
+  float scale = 64.0f;
+  std::vector<double> g0 = cpu::test::randomValues(n, -100, 100, 32);
+  std::vector<float> g(g0.begin(), g0.end()), pa(n, 0.5f), m(n, 0), v(n, 0);
+  std::vector<float> pw = pa, mw = m, vw = v;
+  AdamHyper h;
+  AdamStepConstants ac = adamStepConstants(h, 1, &scale);
+  ac.clip = true;
+  ac.clipCoef = clipCoefficient(6.25f, 0.5f);
+  optim::AdamConstants wc =
+      optim::makeAdamConstants(h.decoupled, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, 1, &scale);
+  wc.clip = true;
+  wc.clipCoef = ac.clipCoef;
+  optim::AdamBuffers b;
+  b.param = pw.data();
+  b.expAvg = mw.data();
+  b.expAvgSq = vw.data();
+  b.grad = g.data();
+  optim::adamReferenceSpan(wc, b, 0, n);
+  for (int64_t i = 0; i < n; ++i) {
+    adamUpdate(ac, g[i], pa[i], m[i], v[i]);
+    EXPECT_EQ(pa[i], pw[i]) << i;
+    EXPECT_EQ(v[i], vw[i]) << i;
   }
 }
 
@@ -467,6 +516,48 @@ TEST_F(CudaOptimizer, SgdMatchesCpu) {
                   OwnedTensor(DType::F32, {777}),
                   OwnedTensor(DType::BF16, {777})};
     expectAgree(run, 1e-6);
+  }
+}
+
+TEST_F(CudaOptimizer, ClippedUpdatesMatchCpu) {
+  for (const char *op : {"AdamW", "SGD"}) {
+    OpRun run;
+    run.domain = "zinc";
+    run.op = op;
+    run.attrs = attrs({floatAttr("lr", 0.05), floatAttr("max_grad_norm", 0.3)});
+    run.inputs = {randomOf(DType::F32, {515}, -1, 1, 40),
+                  randomOf(DType::F16, {515}, -500, 500, 41),
+                  OwnedTensor(DType::F32, {515})};
+    if (std::string(op) == "AdamW")
+      run.inputs.push_back(OwnedTensor(DType::F32, {515}));
+    run.inputs.push_back(OwnedTensor(DType::F16, {515}));
+    run.inputs.push_back(OwnedTensor::f32({}, {0}));
+    run.inputs.push_back(OwnedTensor::f32({}, {512}));
+    run.inputs.push_back(OwnedTensor::i64({}, {2}));
+    run.inputs.push_back(OwnedTensor::f32({}, {7.5f}));
+    SCOPED_TRACE(op);
+    expectAgree(run, 1e-6);
+  }
+}
+
+TEST_F(CudaTrainingDevice, SumGradSquaresMatchesCpu) {
+  for (bool scaled : {false, true}) {
+    OpRun sum;
+    sum.domain = "zinc";
+    sum.op = "SumGradSquares";
+    sum.attrs = attrs({intAttr("accumulate", 1)});
+    sum.inputs = {OwnedTensor::f32({}, {2.0f})};
+    if (scaled)
+      sum.inputs.push_back(OwnedTensor::f32({}, {1024.0f}));
+    else
+      sum.inputs.push_back(std::nullopt);
+    sum.inputs.push_back(randomOf(DType::F32, {70001}, -1, 1, 42));
+    sum.inputs.push_back(randomOf(DType::BF16, {333}, -50, 50, 43));
+    ASSIGN_OR_FAIL(want, runCpu(sum));
+    ASSIGN_OR_FAIL(got, runCuda(sum));
+    // Both sum in double, in different orders: the float results agree to
+    // the last bit or two.
+    expectNear(*got.inputs[0], *want.inputs[0], 1e-6, 0);
   }
 }
 

@@ -35,6 +35,10 @@ struct AdamConstants {
   bool unscale =
       false; ///< fp16 loss scaling: multiply the gradient by invScale
   float invScale = 1;
+  /// --clip-grad-norm: then multiply it by clipCoef (after unscaling, as
+  /// clip_grad_norm_ follows GradScaler.unscale_).
+  bool clip = false;
+  float clipCoef = 1;
 };
 
 /// The constants of update number `step` (1-based, as torch.optim's
