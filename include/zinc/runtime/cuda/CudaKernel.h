@@ -33,8 +33,16 @@ struct CudaKernelCall {
   /// nullptr where an optional input or output is absent.
   llvm::ArrayRef<const DeviceTensor *> inputs;
   llvm::ArrayRef<DeviceTensor *> outputs;
-  /// 1-based training step (Adam's bias correction, Dropout's counter).
+  /// 1-based training step (Adam's bias correction): with gradient
+  /// accumulation, the optimizer step.
   int64_t step = 1;
+  /// Gradient accumulation: this micro-batch (0-based) of the step's
+  /// `microBatches` (cpu::KernelCall's).
+  int64_t microBatch = 0;
+  int64_t microBatches = 1;
+  /// Dropout's counter: the 1-based count of batches run, micro-batches
+  /// included (cpu::KernelCall::sampleStep).
+  int64_t sampleStep() const { return (step - 1) * microBatches + microBatch + 1; }
   /// The run's seed (Dropout's key, with the node's seed_id).
   uint64_t seed = 0;
   /// Where the work is queued: the plan stream's CUDA stream.
