@@ -89,14 +89,6 @@ struct KernelCall {
   /// 1-based number of the training step being run (Adam's bias
   /// correction counts it): with gradient accumulation, the optimizer step.
   int64_t step = 1;
-  /// Gradient accumulation: which of the step's `microBatches` micro-batches
-  /// this is (0-based). Without it, 0 of 1.
-  int64_t microBatch = 0;
-  int64_t microBatches = 1;
-  /// The 1-based count of batches run, micro-batches included: what keys a
-  /// random stream (Dropout), so every micro-batch draws its own masks and
-  /// a plan without accumulation draws as before.
-  int64_t sampleStep() const { return (step - 1) * microBatches + microBatch + 1; }
   /// The run's seed (zinc-run --seed): with `step` and a node's `seed_id`,
   /// the key and counter of the random stream Dropout draws its mask from.
   uint64_t seed = 0;
@@ -105,6 +97,14 @@ struct KernelCall {
   /// The ranks' communicator (collectives, and this rank's shard); null
   /// for a single rank.
   comm::Communicator *comm = nullptr;
+  /// Gradient accumulation: which of the step's `microBatches` micro-batches
+  /// this is (0-based). Without it, 0 of 1.
+  int64_t microBatch = 0;
+  int64_t microBatches = 1;
+  /// The 1-based count of batches run, micro-batches included: what keys a
+  /// random stream (Dropout), so every micro-batch draws its own masks and
+  /// a plan without accumulation draws as before.
+  int64_t sampleStep() const { return (step - 1) * microBatches + microBatch + 1; }
 
   TensorRef *output(size_t i) const {
     return i < outputs.size() ? outputs[i] : nullptr;
