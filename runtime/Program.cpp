@@ -1,5 +1,6 @@
 //===- Program.cpp - Plan to memory: arenas, tensor views, kernels --------===//
 #include "zinc/plan/PlanNames.h"
+#include "zinc/plan/PlanPaths.h"
 #include "zinc/runtime/Program.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/HostMemory.h"
@@ -185,6 +186,8 @@ Program::load(llvm::StringRef planPath, const LoadOptions &opts) {
   auto plan = plan::readPlanFile(planPath);
   if (!plan)
     return plan.takeError();
+  if (auto err = plan::verifyPlanPaths(*plan))
+    return addContext(std::move(err), planPath);
   // About the command line, not the plan: no file prefix.
   if (auto err = checkNvmeDir(*plan, opts))
     return err;
@@ -606,13 +609,15 @@ llvm::Error Program::loadWeights(const LoadOptions &opts) {
                         "initializer '" + plan.tensors(id).init().name() + "'");
     return llvm::Error::success();
   };
+  std::string modelDir =
+      opts.modelDir.empty() ? plan::compiledModelDir(plan) : opts.modelDir;
   if (!opts.randomInit)
-    return loadInitializers(plan, tensorOf, loaded, rank());
+    return loadInitializers(plan, modelDir, tensorOf, loaded, rank());
   // --init=random: what the generator does not fill (constants, frozen
   // parameters) still comes from the model.
   std::vector<RandomFillKind> kinds = classifyRandomInit(plan);
   if (auto err = loadInitializers(
-          plan, tensorOf, loaded, rank(), [&](const plan::Tensor &t) {
+          plan, modelDir, tensorOf, loaded, rank(), [&](const plan::Tensor &t) {
             return kinds[t.id()] == RandomFillKind::Model;
           }))
     return err;

@@ -1,12 +1,17 @@
 //===- WeightLoader.cpp - Initializers from ONNX (inline or external) -----===//
 #include "zinc/runtime/WeightLoader.h"
+#include "zinc/plan/PlanPaths.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/FileInside.h"
 #include "zinc/support/Float16.h"
+#include "zinc/support/ModelNesting.h"
 #include "zinc/support/Sharding.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include <cstring>
 #include <fcntl.h>
 #include <onnx/defs/parser.h>
@@ -15,25 +20,40 @@
 
 namespace zinc::rt {
 
-/// Parses the model for its inline initializers. libonnx throws; this is the
-/// one place the runtime calls it, so the conversion to Error is here.
-static llvm::Error parseModel(llvm::StringRef path, onnx::ModelProto &model) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/true);
+/// Parses the model `path`, the file `name` in `modelDir` (opened as
+/// FileInside.h requires), for its inline initializers. libonnx throws;
+/// this is the one place the runtime calls it, so the conversion to Error
+/// is here.
+static llvm::Error parseModel(llvm::StringRef modelDir, llvm::StringRef name,
+                              llvm::StringRef path, onnx::ModelProto &model) {
+  llvm::Expected<int> fd = openInside(modelDir, name);
+  if (!fd)
+    return makeError(path + ": cannot open the model for its weights: " +
+                     llvm::toString(fd.takeError()));
+  auto buf = llvm::MemoryBuffer::getOpenFile(*fd, path, /*FileSize=*/-1,
+                                             /*RequiresNullTerminator=*/true);
+  ::close(*fd);
   if (!buf)
     return makeError(path + ": cannot open the model for its weights: " +
                      buf.getError().message());
   llvm::StringRef bytes = (*buf)->getBuffer();
   try {
     if (path.endswith(".onnxtxt")) {
+      if (auto err = checkOnnxTextNesting(bytes))
+        return addContext(std::move(err), path + ": cannot parse the model");
       onnx::OnnxParser parser(bytes.data());
       auto status = parser.Parse(model);
       if (!status.IsOK())
-        return makeError(path + ": cannot parse the model: " + status.ErrorMessage());
+        return makeError(path +
+                         ": cannot parse the model: " + status.ErrorMessage());
       return llvm::Error::success();
     }
-    if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      if (auto err =
+              checkProtobufNesting(*onnx::ModelProto::descriptor(), bytes))
+        return addContext(std::move(err), path + ": cannot parse the model");
       return makeError(path + ": cannot parse the model");
+    }
   } catch (const std::exception &e) {
     return makeError(path + ": cannot parse the model: " + e.what());
   }
@@ -70,8 +90,8 @@ static llvm::Error copyInline(const onnx::TensorProto &src, cpu::TensorRef &out,
   if (src.has_raw_data()) {
     if (src.raw_data().size() != bytes)
       return makeError(modelPath + ": initializer '" + src.name() + "' has " +
-                       llvm::Twine(src.raw_data().size()) + " bytes, expected " +
-                       llvm::Twine(bytes));
+                       llvm::Twine(src.raw_data().size()) +
+                       " bytes, expected " + llvm::Twine(bytes));
     std::memcpy(out.data, src.raw_data().data(), bytes);
     return llvm::Error::success();
   }
@@ -81,7 +101,8 @@ static llvm::Error copyInline(const onnx::TensorProto &src, cpu::TensorRef &out,
                  src.uint64_data_size();
   if (have != n)
     return makeError(modelPath + ": initializer '" + src.name() + "' has " +
-                     llvm::Twine(have) + " elements, expected " + llvm::Twine(n));
+                     llvm::Twine(have) + " elements, expected " +
+                     llvm::Twine(n));
   if (src.float_data_size())
     copyField(src.float_data(), out);
   else if (src.double_data_size())
@@ -96,9 +117,10 @@ static llvm::Error copyInline(const onnx::TensorProto &src, cpu::TensorRef &out,
 }
 
 /// Reads `want` bytes at `offset` of the external-data file `fd` (named
-/// `file`) into `dst`.
-static llvm::Error preadAll(int fd, const plan::InitializerSource &src,
-                            uint8_t *dst, uint64_t want, uint64_t offset) {
+/// `path`) into `dst`.
+static llvm::Error preadAll(int fd, llvm::StringRef path,
+                            const plan::InitializerSource &src, uint8_t *dst,
+                            uint64_t want, uint64_t offset) {
   uint64_t done = 0;
   while (done < want) {
     ssize_t got = ::pread(fd, dst + done, want - done, offset + done);
@@ -106,11 +128,11 @@ static llvm::Error preadAll(int fd, const plan::InitializerSource &src,
       continue;
     if (got <= 0) {
       if (got == 0)
-        return makeError(src.file() + ": external data of initializer '" +
+        return makeError(path + ": external data of initializer '" +
                          src.name() + "' is short: no bytes at offset " +
                          llvm::Twine(offset + done) + " (it needs " +
                          llvm::Twine(src.offset() + src.length()) + ")");
-      return makeError(src.file() + ": cannot read initializer '" + src.name() +
+      return makeError(path + ": cannot read initializer '" + src.name() +
                        "': " + std::strerror(errno));
     }
     done += got;
@@ -161,27 +183,34 @@ static llvm::Expected<SliceRuns> sliceRuns(const plan::InitializerSource &src,
   return r;
 }
 
-static llvm::Error readExternal(const plan::InitializerSource &src,
-                                cpu::TensorRef &out) {
+static llvm::Error readExternal(const plan::Plan &plan,
+                                const plan::InitializerSource &src,
+                                llvm::StringRef modelDir, cpu::TensorRef &out) {
+  llvm::Expected<std::string> relative = plan::externalDataPath(plan, src);
+  if (!relative)
+    return relative.takeError();
+  llvm::SmallString<256> path(modelDir);
+  llvm::sys::path::append(path, *relative);
   auto runs = sliceRuns(src, out);
   if (!runs)
     return runs.takeError();
   if (src.length() && src.length() != runs->wholeBytes)
-    return makeError(src.file() + ": initializer '" + src.name() + "' is " +
+    return makeError(path + ": initializer '" + src.name() + "' is " +
                      llvm::Twine(src.length()) + " bytes, its shape needs " +
                      llvm::Twine(runs->wholeBytes));
-  int fd = ::open(src.file().c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return makeError(src.file() + ": cannot open external data of initializer '" +
-                     src.name() + "': " + std::strerror(errno));
+  llvm::Expected<int> fd = openInside(modelDir, *relative);
+  if (!fd)
+    return makeError(path + ": cannot open external data of initializer '" +
+                     src.name() + "': " + llvm::toString(fd.takeError()));
   auto *dst = static_cast<uint8_t *>(out.data);
   for (uint64_t r = 0; r < runs->runs; ++r)
-    if (auto err = preadAll(fd, src, dst + r * runs->runBytes, runs->runBytes,
-                            src.offset() + runs->first + r * runs->stride)) {
-      ::close(fd);
+    if (auto err =
+            preadAll(*fd, path, src, dst + r * runs->runBytes, runs->runBytes,
+                     src.offset() + runs->first + r * runs->stride)) {
+      ::close(*fd);
       return err;
     }
-  ::close(fd);
+  ::close(*fd);
   return llvm::Error::success();
 }
 
@@ -190,7 +219,8 @@ static llvm::Error readExternal(const plan::InitializerSource &src,
 /// caps a model at 2 GB).
 static llvm::Error copyInlineShare(const onnx::TensorProto &src,
                                    const plan::InitializerSource &ref,
-                                   cpu::TensorRef &out, llvm::StringRef modelPath,
+                                   cpu::TensorRef &out,
+                                   llvm::StringRef modelPath,
                                    std::vector<uint8_t> &whole) {
   if (!ref.whole_shape_size())
     return copyInline(src, out, modelPath);
@@ -209,14 +239,16 @@ static llvm::Error copyInlineShare(const onnx::TensorProto &src,
   return llvm::Error::success();
 }
 
-llvm::Error loadInitializers(const plan::Plan &plan,
-                             llvm::function_ref<cpu::TensorRef &(int)> tensorOf,
-                             llvm::function_ref<llvm::Error(int)> loaded,
-                             unsigned rank,
-                             llvm::function_ref<bool(const plan::Tensor &)> wanted) {
+llvm::Error
+loadInitializers(const plan::Plan &plan, llvm::StringRef modelDir,
+                 llvm::function_ref<cpu::TensorRef &(int)> tensorOf,
+                 llvm::function_ref<llvm::Error(int)> loaded, unsigned rank,
+                 llvm::function_ref<bool(const plan::Tensor &)> wanted) {
   onnx::ModelProto model;
   llvm::StringMap<const onnx::TensorProto *> inlineByName;
   bool parsed = false;
+  llvm::SmallString<256> modelFile(modelDir);
+  llvm::sys::path::append(modelFile, plan::modelFileName(plan));
   std::vector<uint8_t> wholeInline;
   for (const plan::Tensor &t : plan.tensors()) {
     if (!t.has_init() || (wanted && !wanted(t)))
@@ -246,9 +278,10 @@ llvm::Error loadInitializers(const plan::Plan &plan,
     // Reads the initializer (or the tile's share of it) into `into`.
     auto readInto = [&](cpu::TensorRef &into) -> llvm::Error {
       if (!src.file().empty())
-        return readExternal(src, into);
+        return readExternal(plan, src, modelDir, into);
       if (!parsed) {
-        if (auto err = parseModel(plan.model_path(), model))
+        if (auto err = parseModel(modelDir, plan::modelFileName(plan),
+                                  modelFile, model))
           return err;
         for (const onnx::TensorProto &init : model.graph().initializer())
           inlineByName[init.name()] = &init;
@@ -256,10 +289,11 @@ llvm::Error loadInitializers(const plan::Plan &plan,
       }
       auto it = inlineByName.find(src.name());
       if (it == inlineByName.end())
-        return makeError(plan.model_path() + ": initializer '" + src.name() +
-                         "' named by the plan is not in the model (was the model "
-                         "changed after compiling?)");
-      return copyInlineShare(*it->second, src, into, plan.model_path(), wholeInline);
+        return makeError(
+            modelFile + ": initializer '" + src.name() +
+            "' named by the plan is not in the model (was the model "
+            "changed after compiling?)");
+      return copyInlineShare(*it->second, src, into, modelFile, wholeInline);
     };
     if (t.shard_of_size()) {
       // One rank's shard (ZeRO): the whole tensor, then this rank's share
@@ -270,8 +304,8 @@ llvm::Error loadInitializers(const plan::Plan &plan,
       whole.data = wholeBytes.data();
       if (auto err = readInto(whole))
         return err;
-      copyShardOfWhole(wholeBytes.data(), whole.numElements(), out.data, out.numElements(),
-                       rank, dtypeSize(out.dtype));
+      copyShardOfWhole(wholeBytes.data(), whole.numElements(), out.data,
+                       out.numElements(), rank, dtypeSize(out.dtype));
     } else if (auto err = readInto(out)) {
       return err;
     }

@@ -1,5 +1,6 @@
 //===- zinc-dump.cpp - Shows what a plan does -----------------------------===//
 #include "zinc/plan/PlanDump.h"
+#include "zinc/plan/PlanPaths.h"
 #include "zinc/plan/PlanPicture.h"
 #include "zinc/plan/PlanSimulator.h"
 #include "zinc/plan/PlanTimeline.h"
@@ -13,25 +14,27 @@
 using namespace llvm;
 
 static cl::OptionCategory dumpCategory("zinc-dump options");
-static cl::opt<std::string> planPath(cl::Positional, cl::Required, cl::desc("PLAN"),
-                                     cl::cat(dumpCategory));
-static cl::opt<std::string>
-    outputFormat("format",
-                 cl::desc("text (default), json, trace (the predicted timeline as "
-                          "Chrome trace JSON) or svg (memory per tier over the step "
-                          "and the stream timeline, as a picture)"),
-                 cl::init("text"), cl::cat(dumpCategory));
-static cl::opt<std::string>
-    costModel("cost-model",
-              cl::desc("what prices the trace: hardware (default: the rates of the "
-                       "--hw the plan was compiled for) or instructions (one "
-                       "microsecond each, a deterministic timeline for tests)"),
-              cl::init("hardware"), cl::cat(dumpCategory));
+static cl::opt<std::string> planPath(cl::Positional, cl::Required,
+                                     cl::desc("PLAN"), cl::cat(dumpCategory));
+static cl::opt<std::string> outputFormat(
+    "format",
+    cl::desc("text (default), json, trace (the predicted timeline as "
+             "Chrome trace JSON) or svg (memory per tier over the step "
+             "and the stream timeline, as a picture)"),
+    cl::init("text"), cl::cat(dumpCategory));
+static cl::opt<std::string> costModel(
+    "cost-model",
+    cl::desc("what prices the trace: hardware (default: the rates of the "
+             "--hw the plan was compiled for) or instructions (one "
+             "microsecond each, a deterministic timeline for tests)"),
+    cl::init("hardware"), cl::cat(dumpCategory));
 static cl::opt<bool>
     verify("verify",
            cl::desc("check the plan's memory and synchronisation "
                     "(residency, overlap, events, reads of unwritten bytes, "
-                    "write-backs) instead of showing it"),
+                    "write-backs) and that every file it names for zinc-run "
+                    "to read is inside the model's directory, instead of "
+                    "showing it"),
            cl::cat(dumpCategory));
 
 static int toolMain(int argc, char **argv) {
@@ -39,16 +42,19 @@ static int toolMain(int argc, char **argv) {
   zinc::reportFileSizeLimitAsWriteErrors();
   cl::HideUnrelatedOptions(dumpCategory);
   cl::ParseCommandLineOptions(argc, argv, "zinc-dump: show a zinc plan\n");
-  if (outputFormat != "text" && outputFormat != "json" && outputFormat != "trace" &&
-      outputFormat != "svg") {
-    zinc::printError("zinc-dump",
-                     zinc::makeError("--format must be text, json, trace or svg, not '" +
-                                     outputFormat + "'"));
+  if (outputFormat != "text" && outputFormat != "json" &&
+      outputFormat != "trace" && outputFormat != "svg") {
+    zinc::printError(
+        "zinc-dump",
+        zinc::makeError("--format must be text, json, trace or svg, not '" +
+                        outputFormat + "'"));
     return 1;
   }
   if (costModel != "hardware" && costModel != "instructions") {
-    zinc::printError("zinc-dump", zinc::makeError("--cost-model must be hardware or "
-                                                  "instructions, not '" + costModel + "'"));
+    zinc::printError("zinc-dump",
+                     zinc::makeError("--cost-model must be hardware or "
+                                     "instructions, not '" +
+                                     costModel + "'"));
     return 1;
   }
   auto plan = zinc::plan::readPlanFile(planPath);
@@ -58,6 +64,10 @@ static int toolMain(int argc, char **argv) {
   }
   if (verify) {
     if (llvm::Error err = zinc::plan::verifyPlan(*plan)) {
+      zinc::printError("zinc-dump", zinc::addContext(std::move(err), planPath));
+      return 1;
+    }
+    if (llvm::Error err = zinc::plan::verifyPlanPaths(*plan)) {
       zinc::printError("zinc-dump", zinc::addContext(std::move(err), planPath));
       return 1;
     }
@@ -72,7 +82,8 @@ static int toolMain(int argc, char **argv) {
     if (model == zinc::plan::CostModel::Hardware) {
       auto described = zinc::plan::planHardware(*plan);
       if (!described) {
-        zinc::printError("zinc-dump", zinc::addContext(described.takeError(), planPath));
+        zinc::printError("zinc-dump",
+                         zinc::addContext(described.takeError(), planPath));
         return 1;
       }
       hw = *described;
@@ -80,7 +91,8 @@ static int toolMain(int argc, char **argv) {
     auto prediction = zinc::plan::simulatePlan(*plan, hw, model);
     if (!prediction) {
       zinc::printError("zinc-dump",
-                       zinc::addContext(prediction.takeError(), planPath + ": corrupt plan"));
+                       zinc::addContext(prediction.takeError(),
+                                        planPath + ": corrupt plan"));
       return 1;
     }
     if (outputFormat == "svg")

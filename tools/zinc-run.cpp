@@ -63,6 +63,12 @@ static cl::opt<bool> allowTf32(
     cl::desc("--backend=cuda: let f32 matrix products use TF32 tensor cores "
              "(about 1e-3 relative error per product; default off)"),
     cl::init(false), cl::cat(runCategory));
+static cl::opt<std::string>
+    modelDir("model-dir",
+             cl::desc("Directory the plan's model and its external data are "
+                      "read from (default: the directory the model was "
+                      "compiled from); nothing outside it is read"),
+             cl::value_desc("DIR"), cl::cat(runCategory));
 static cl::opt<std::string> nvmeDir("nvme-dir",
                                     cl::desc("Directory for the NVMe tier's files"),
                                     cl::value_desc("DIR"), cl::cat(runCategory));
@@ -291,6 +297,7 @@ static int toolMain(int argc, char **argv) {
   }
   zinc::rt::LoadOptions loadOpts;
   loadOpts.nvmeDir = nvmeDir;
+  loadOpts.modelDir = modelDir;
   loadOpts.comm = comm.get();
   if (!nvmeBlockSize.empty()) {
     auto size = zinc::parseSize(nvmeBlockSize);

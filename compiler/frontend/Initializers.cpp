@@ -3,6 +3,7 @@
 #include "compiler/frontend/AttributeConversion.h"
 #include "compiler/frontend/OnnxUtil.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/FileInside.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -51,53 +52,66 @@ static llvm::Expected<uint64_t> parseField(const onnx::TensorProto &t,
 }
 
 namespace {
-/// Warns once per external file, however many initializers live in it.
+/// Checks each external file once, however many initializers live in it:
+/// one resolving outside the model's directory is an error; one that is
+/// missing, not a regular file or too short is a warning.
 class ExternalFileChecker {
 public:
-  explicit ExternalFileChecker(const WarningHandler &warn) : warn(warn) {}
+  ExternalFileChecker(llvm::StringRef modelDir, const WarningHandler &warn)
+      : modelDir(modelDir), warn(warn) {}
 
-  void check(const std::string &absPath, llvm::StringRef location,
-             const onnx::TensorProto &t, uint64_t end) {
-    if (warned.count(absPath))
-      return;
-    llvm::sys::fs::file_status st;
-    if (llvm::sys::fs::status(absPath, st) || !llvm::sys::fs::exists(st)) {
-      emit(absPath, "external data file '" + location + "' of initializer '" +
-                        t.name() +
-                        "' does not exist; the plan cannot run until it does");
-      return;
+  llvm::Error check(const std::string &relative, llvm::StringRef location,
+                    const onnx::TensorProto &t, uint64_t end) {
+    if (!checked.insert(relative).second)
+      return llvm::Error::success();
+    llvm::Expected<std::string> real = resolveInside(modelDir, relative);
+    if (!real) {
+      if (real.errorIsA<PathOutsideError>())
+        return makeError("initializer '" + t.name() +
+                         "': external data location '" + location + "' " +
+                         llvm::toString(real.takeError()) +
+                         ", the model's directory");
+      std::string why = llvm::toString(real.takeError());
+      if (!llvm::sys::fs::exists(llvm::Twine(modelDir) + "/" + relative))
+        emit("external data file '" + location + "' of initializer '" +
+             t.name() + "' does not exist; the plan cannot run until it does");
+      else
+        emit("external data file '" + location + "' of initializer '" +
+             t.name() + "' cannot be resolved (" + why +
+             "); the plan cannot run until it can");
+      return llvm::Error::success();
     }
-    if (!llvm::sys::fs::is_regular_file(st)) {
-      emit(absPath, "external data file '" + location + "' of initializer '" +
-                        t.name() +
-                        "' is not a regular file; the plan cannot run until "
-                        "it is");
-      return;
+    llvm::sys::fs::file_status st;
+    if (llvm::sys::fs::status(*real, st) ||
+        !llvm::sys::fs::is_regular_file(st)) {
+      emit("external data file '" + location + "' of initializer '" + t.name() +
+           "' is not a regular file; the plan cannot run until it is");
+      return llvm::Error::success();
     }
     if (st.getSize() < end)
-      emit(absPath, "external data file '" + location + "' is " +
-                        std::to_string(st.getSize()) +
-                        " bytes, too short for initializer '" + t.name() +
-                        "' (which ends at byte " + std::to_string(end) +
-                        "); the plan cannot run until it is complete");
+      emit("external data file '" + location + "' is " +
+           std::to_string(st.getSize()) +
+           " bytes, too short for initializer '" + t.name() +
+           "' (which ends at byte " + std::to_string(end) +
+           "); the plan cannot run until it is complete");
+    return llvm::Error::success();
   }
 
 private:
-  void emit(const std::string &absPath, const llvm::Twine &msg) {
-    warned.insert(absPath);
+  void emit(const llvm::Twine &msg) {
     if (warn)
       warn(msg);
   }
 
+  llvm::StringRef modelDir;
   const WarningHandler &warn;
-  llvm::StringSet<> warned;
+  llvm::StringSet<> checked;
 };
 } // namespace
 
 /// Validates the external-data fields of `t` and fills in `info.ref`.
 static llvm::Error resolveExternal(const onnx::TensorProto &t,
                                    InitializerInfo &info,
-                                   llvm::StringRef modelDir,
                                    ExternalFileChecker &files) {
   llvm::Optional<std::string> location;
   llvm::Optional<uint64_t> offset, length;
@@ -119,12 +133,13 @@ static llvm::Error resolveExternal(const onnx::TensorProto &t,
     return makeError("initializer '" + t.name() +
                      "': external data location '" + *location +
                      "' must be relative to the model's directory");
-  llvm::SmallString<256> relative(*location);
-  llvm::sys::path::remove_dots(relative, /*remove_dot_dot=*/true);
-  if (relative.empty() || relative.startswith(".."))
+  llvm::Expected<std::string> relative = normalizeRelativePath(*location);
+  if (!relative) {
+    llvm::consumeError(relative.takeError());
     return makeError("initializer '" + t.name() +
                      "': external data location '" + *location +
                      "' points outside the model's directory");
+  }
 
   if (llvm::Optional<DType> dtype = dtypeFromOnnx(info.elemType)) {
     uint64_t expected =
@@ -138,13 +153,11 @@ static llvm::Error resolveExternal(const onnx::TensorProto &t,
     length = expected;
   }
 
-  llvm::SmallString<256> absPath(modelDir);
-  llvm::sys::path::append(absPath, relative);
-  info.ref.file = absPath.str().str();
+  info.ref.file = *relative;
   info.ref.offset = offset.getValueOr(0);
   info.ref.length = length.getValueOr(0);
-  files.check(info.ref.file, *location, t, info.ref.offset + info.ref.length);
-  return llvm::Error::success();
+  return files.check(info.ref.file, *location, t,
+                     info.ref.offset + info.ref.length);
 }
 
 llvm::Expected<std::vector<InitializerInfo>>
@@ -152,7 +165,7 @@ collectInitializers(const onnx::GraphProto &graph, llvm::StringRef modelDir,
                     const WarningHandler &warn) {
   std::vector<InitializerInfo> out;
   out.reserve(graph.initializer_size());
-  ExternalFileChecker files(warn);
+  ExternalFileChecker files(modelDir, warn);
   for (const onnx::TensorProto &t : graph.initializer()) {
     InitializerInfo info;
     info.elemType = t.data_type();
@@ -168,10 +181,11 @@ collectInitializers(const onnx::GraphProto &graph, llvm::StringRef modelDir,
     if (llvm::Optional<DType> dtype = dtypeFromOnnx(info.elemType))
       if (!fitsTensorBytes(info.shape, dtypeSize(*dtype)))
         return makeError("initializer '" + t.name() + "' of shape " +
-                         formatShape(info.shape) + " is larger than zinc plans for (" +
+                         formatShape(info.shape) +
+                         " is larger than zinc plans for (" +
                          std::to_string(kMaxTensorBytes) + " bytes)");
     if (isExternal(t)) {
-      if (llvm::Error err = resolveExternal(t, info, modelDir, files))
+      if (llvm::Error err = resolveExternal(t, info, files))
         return err;
     } else if (llvm::Error err = checkInlineData(t, info)) {
       return err;

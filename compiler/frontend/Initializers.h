@@ -27,10 +27,11 @@ using WarningHandler = std::function<void(const llvm::Twine &)>;
 
 /// Records every initializer of `graph` in order and validates what can be
 /// validated without reading weights: dimensions, the size of inline data,
-/// and the external-data fields (a location inside `modelDir`, integer offset
-/// and length that match the tensor's size). `modelDir` is absolute. A
-/// missing or short external file is a warning (once per file), not an
-/// error: a plan can be made before the weights exist.
+/// and the external-data fields (a location inside `modelDir`, by its text
+/// and by realpath, integer offset and length that match the tensor's
+/// size). `modelDir` is absolute; each external file is recorded relative
+/// to it. A missing, short or irregular external file is a warning (once
+/// per file), not an error: a plan can be made before the weights exist.
 llvm::Expected<std::vector<InitializerInfo>>
 collectInitializers(const onnx::GraphProto &graph, llvm::StringRef modelDir,
                     const WarningHandler &warn);

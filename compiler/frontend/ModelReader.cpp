@@ -3,6 +3,7 @@
 #include "compiler/frontend/OnnxUtil.h"
 #include "onnx/defs/parser.h"
 #include "zinc/support/Error.h"
+#include "zinc/support/ModelNesting.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include <climits>
@@ -50,6 +51,9 @@ static llvm::Error parseText(llvm::StringRef text, onnx::ModelProto &model) {
   if (text.contains('\0'))
     return makeError("cannot parse the model: the file contains a NUL byte "
                      "(a binary model must not be named *.onnxtxt)");
+  // Before onnx's parser, which recurses once per nesting level.
+  if (llvm::Error err = checkOnnxTextNesting(text))
+    return addContext(std::move(err), "cannot parse the model");
   std::string buffer = text.str();
   try {
     onnx::OnnxParser parser(buffer.c_str());
@@ -73,9 +77,13 @@ static llvm::Error parseBinary(llvm::StringRef bytes, onnx::ModelProto &model) {
     return makeError("cannot parse the model: the file is larger than 2 GiB, "
                      "which protobuf cannot hold; save the weights as "
                      "external data");
-  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    if (llvm::Error err =
+            checkProtobufNesting(*onnx::ModelProto::descriptor(), bytes))
+      return addContext(std::move(err), "cannot parse the model");
     return makeError("cannot parse the model: not a valid ONNX protobuf (the "
                      "file is malformed or truncated)");
+  }
   // Protobuf accepts many byte strings as a message of unknown fields; a
   // model with neither an IR version nor a graph is not a model.
   if (!model.has_ir_version() && !model.has_graph())

@@ -62,8 +62,8 @@ llvm::Optional<Stream> parseStreamName(llvm::StringRef name);
 struct InitializerRef {
   /// The ONNX initializer's name.
   std::string name;
-  /// External-data file, absolute; empty when the bytes are inline in the
-  /// model file.
+  /// External-data file, relative to the model's directory; empty when the
+  /// bytes are inline in the model file.
   std::string file;
   uint64_t offset = 0;
   /// Bytes; 0 for inline initializers (the loader takes the size from the

@@ -5,7 +5,7 @@
 //
 //   graph "tiny" opset 17 model "/abs/model.onnx" {
 //     input %x : f32[2,3]
-//     param %w : f32[3,4] init "w" external "/abs/w.bin" offset 0 length 48
+//     param %w : f32[3,4] init "w" external "w.bin" offset 0 length 48
 //     %y : f32[2,4] = MatMul(%x, %w) name "MatMul_0"
 //     %a : f32[2,2], none = Split(%y) name "s" {axis = 1 : int}
 //     output %y, %a

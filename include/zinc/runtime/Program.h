@@ -113,6 +113,10 @@ struct PreparedInstruction {
 
 /// How to load a plan.
 struct LoadOptions {
+  /// Directory the plan's model and its external data are read from
+  /// (zinc-run --model-dir); empty: the directory the model was compiled
+  /// from (PlanPaths.h).
+  std::string modelDir;
   /// Directory for the NVMe tier's file (zinc-run --nvme-dir); required by
   /// plans that keep tensors in the NVMe tier.
   std::string nvmeDir;

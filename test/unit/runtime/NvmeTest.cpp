@@ -137,7 +137,11 @@ TEST_F(NvmeTier, InitializerLoadsStraightIntoTheTier) {
   int w = b.tensor("w", {n}, plan::TIER_NVME, 1, plan::ROLE_PARAMETER);
   plan::InitializerSource *init = b.plan.mutable_tensors(w)->mutable_init();
   init->set_name("w");
-  init->set_file(std::string(dataPath));
+  // External data is named relative to the model's directory.
+  llvm::SmallString<128> modelPath(dir);
+  llvm::sys::path::append(modelPath, "model.onnx");
+  b.plan.set_model_path(std::string(modelPath));
+  init->set_file("weights.bin");
   init->set_offset(4);
   init->set_length(n * 4);
   int c = b.tensor("w.cpu", {n}, plan::TIER_CPU);

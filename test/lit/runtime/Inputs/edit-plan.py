@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """Moves tensors of a text plan (zinc-compile --emit=text) to another tier,
-or deletes instructions, resizes byte tensors, and re-seals the plan's
-checksum, so lit tests can hand zinc-run plans the compiler would not emit.
+or deletes instructions, resizes byte tensors, changes the files it names,
+and re-seals the plan's checksum, so lit tests can hand zinc-run plans the
+compiler would not emit.
 
 usage: edit-plan.py IN OUT [--move NAME=TIER:OFFSET]... [--tier TIER:PEAK:ALIGNMENT]...
                            [--delete NAME]... [--resize NAME=BYTES]...
+                           [--init-file NAME=PATH]... [--model-path PATH]
+
+--init-file makes tensor NAME's initializer load from the external-data
+file PATH; --model-path replaces the model path.
 
 --delete drops the instruction named NAME as if the compiler had never
 emitted it: the waits on the events it signalled go too, and the remaining
 events are renumbered 0, 1, 2, ... (each still signalled exactly once).
 """
 import argparse
+import json
 import re
 
 M = (1 << 64) - 1
@@ -83,6 +89,8 @@ def main():
     ap.add_argument("--tier", action="append", default=[])
     ap.add_argument("--delete", action="append", default=[])
     ap.add_argument("--resize", action="append", default=[])
+    ap.add_argument("--init-file", action="append", default=[])
+    ap.add_argument("--model-path")
     args = ap.parse_args()
     text = open(args.input).read()
     version, checksum, body = text.split("\n", 2)
@@ -110,6 +118,19 @@ def main():
                        if not l.startswith(("  shape:", "  size_bytes:")))
         body = (body[:match.start()] + match.group(1) + rest +
                 "  shape: %s\n  size_bytes: %s\n}" % (size, size) + body[match.end():])
+    for init_file in args.init_file:
+        name, path = init_file.split("=", 1)
+        block = re.compile(r'(tensors \{\n(?:  .*\n)*?  name: "%s"\n(?:  .*\n)*?  init \{\n)((?:    .*\n)*?)(  \})' % re.escape(name))
+        match = block.search(body)
+        assert match, "no initializer of tensor " + name
+        rest = "".join(l + "\n" for l in match.group(2).splitlines()
+                       if not l.startswith("    file:"))
+        body = (body[:match.start()] + match.group(1) + rest +
+                "    file: %s\n" % json.dumps(path) + match.group(3) + body[match.end():])
+    if args.model_path is not None:
+        body, count = re.subn(r'^model_path: .*$', lambda m: "model_path: " + json.dumps(args.model_path),
+                              body, flags=re.M)
+        assert count == 1, "no model_path"
     for tier in args.tier:
         name, peak, alignment = tier.split(":")
         body = body.rstrip("\n") + "\ntiers {\n  tier: %s\n  peak: %s\n  alignment: %s\n}\n" % (
