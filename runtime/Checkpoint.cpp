@@ -152,7 +152,7 @@ struct SavedWeight {
   bool otherTransposed = false;
   /// Saved in PyTorch's layout, the transpose of the initializer's.
   bool transposed = false;
-  /// The saved tensor's shape (transposed with it).
+  /// The initializer's shape, whole (the saved tensor's, or its transpose).
   llvm::SmallVector<int64_t, 6> shape;
   std::vector<int> ids;
 };
@@ -188,8 +188,6 @@ std::vector<SavedWeight> savedWeights(const Program &program,
         if (keys == WeightKeysKind::Pytorch) {
           std::swap(w.name, w.otherName);
           w.transposed = w.otherTransposed;
-          if (w.transposed)
-            std::swap(w.shape[0], w.shape[1]);
         }
       }
       weights.push_back(std::move(w));
@@ -264,8 +262,11 @@ llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path,
   // The way back to the plan's names, for the tensors saved under PyTorch's.
   std::vector<std::pair<std::string, std::string>> metadata;
   for (const SavedWeight &w : weights) {
-    headers.push_back({w.name, DType::F32, w.shape,
-                       static_cast<uint64_t>(numElements(w.shape)) * 4});
+    llvm::SmallVector<int64_t, 6> shape = w.shape;
+    if (w.transposed)
+      std::swap(shape[0], shape[1]);
+    headers.push_back({w.name, DType::F32, shape,
+                       static_cast<uint64_t>(numElements(shape)) * 4});
     if (w.otherName.empty())
       continue;
     llvm::StringRef other =
@@ -316,12 +317,12 @@ llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path,
     }
     const std::vector<float> *out = tiled ? &whole : &values;
     if (os && w.transposed) {
-      // w.shape is PyTorch's [rows, cols]; the plan holds [cols, rows].
+      // The initializer is [rows, cols]; PyTorch's parameter [cols, rows].
       int64_t rows = w.shape[0], cols = w.shape[1];
       transposed.resize(out->size());
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c)
-          transposed[r * cols + c] = (*out)[c * rows + r];
+          transposed[c * rows + r] = (*out)[r * cols + c];
       out = &transposed;
     }
     if (os)

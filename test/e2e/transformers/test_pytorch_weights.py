@@ -144,13 +144,13 @@ class PytorchWeightsTest(unittest.TestCase):
             self.assertIn((p.data_ptr(), tuple(p.shape)), filled,
                           "%s: nothing in the file fills parameter %s" % (path, n))
 
-    def check(self, name, run_flags=(), by_hand=None):
+    def check(self, name, run_flags=(), by_hand=None, compile_flags=(), work=None):
         """`by_hand`: a parameter the file cannot hold because the exporter
         folded it into a constant zinc-compile cannot name (its warning
         names the initializer), filled from the checkpoint's state as a
         user would, so that the loss still compares."""
         build, export = CASES[name]
-        work = os.path.join(self.tmp.name, name)
+        work = os.path.join(self.tmp.name, work or name)
         os.makedirs(work)
         path = lambda f: os.path.join(work, f)  # noqa: E731
         model, data = build()
@@ -161,7 +161,7 @@ class PytorchWeightsTest(unittest.TestCase):
         # A fixed-shape export (constant folding) has no axes to bind.
         dims = models.dim_flags(data) if export is not models.export else []
         compiled = run_tool([self.compile_bin, path("model.onnx"), "-o", path("model.zplan"),
-                             "--lr=1e-2"] + dims)
+                             "--lr=1e-2"] + dims + list(compile_flags))
         # Every parameter is named; a folded export's constants are not.
         unnamed = b"hold no PyTorch tensor zinc can name"
         if export is models.export:
@@ -233,6 +233,12 @@ class PytorchWeightsTest(unittest.TestCase):
         self.assertTrue(meta.get("zinc.onnx_name.blocks.0.attn.q.weight", "")
                         .startswith("onnx::MatMul_"), meta)
         self.assertEqual(meta.get("zinc.onnx_layout.blocks.0.attn.q.weight"), "transposed")
+
+    def test_gpt_constant_folded_tiled(self):
+        """The same with every matrix split in 2 tiles along its output axis:
+        the tiles are put together, then transposed into PyTorch's layout."""
+        self.check("gpt_folded", ["--weight-names=pytorch"], by_hand="pos_emb",
+                   compile_flags=["--tile=2"], work="gpt_folded_tiled")
 
     def test_gpt_constant_folded_onnx_keys(self):
         """By default the keys stay the ONNX initializer names (the
