@@ -6,7 +6,8 @@ of their names is not the order they were written in, beside a README that
 is left out; its losses are bit for bit those of one file holding every
 step in that order, also past the end (step i feeds step i mod the total, as
 a file does). A run stopped at a checkpoint in the middle of a shard and
-resumed gives the same losses. Resident memory holds at most two shards: 12
+resumed gives the same losses, and so do 2 ranks under mpirun (each step of
+a shard holding both ranks' rows). Resident memory holds at most two shards: 12
 shards carrying 8 MB each (a tensor no graph input reads) peak within 2.5
 shards of one such shard. Refusals name the shard in one line: another
 tensor name, dtype or row shape than the first shard's, a graph input
@@ -113,6 +114,36 @@ class ShardDataTest(unittest.TestCase):
         self.assertEqual(len(want), steps)
         self.assertEqual(got, want)
         self.assertIn("1 entry not named *.safetensors (such as 'README')", stderr)
+
+    def test_two_ranks(self):
+        """Under mpirun with 2 ranks (ZeRO-2), each step of a shard holds
+        both ranks' rows, as a file's does: the losses of one file."""
+        from test_zero import mpirun, run_ranks
+        import torch
+        import models
+        torch.manual_seed(0)
+        onnx_path = os.path.join(self.root, "mlp-rank.onnx")
+        models.export(models.MLP().eval(), {k: v[:, :BATCH // 2] for k, v in
+                                            make_data(1, 0).items()}, 17, onnx_path)
+        plan = os.path.join(self.root, "mlp-2.zplan")
+        run_tool([self.compile_bin, onnx_path, "-o", plan, "--lr=1e-2", "--ranks=2",
+                  "--zero-stage=2"])
+        folder = os.path.join(self.root, "rank-shards")
+        os.makedirs(folder)
+        for k, (a, b) in enumerate(((0, 2), (2, 3), (3, 6))):
+            st.save_file({n: v[a:b] for n, v in self.all.items()},
+                         os.path.join(folder, "%d.safetensors" % k))
+        # 6 steps in all: steps 6 and 7 wrap to the first shard.
+        whole = os.path.join(self.root, "rank-whole.safetensors")
+        st.save_file({n: v[:6] for n, v in self.all.items()}, whole)
+        got = {}
+        for name, data in (("file", whole), ("shards", folder)):
+            metrics = os.path.join(self.root, "ranks-%s.jsonl" % name)
+            run_ranks(mpirun(2) + [self.run_bin, plan, "--backend=cpu", "--steps=8",
+                                   "--data=" + data, "--metrics=" + metrics])
+            got[name] = losses(metrics)
+        self.assertEqual(len(got["file"]), 8)
+        self.assertEqual(got["shards"], got["file"])
 
     def test_resume_mid_shard(self):
         """A checkpoint after step 4, the middle of shard 2 (steps 3..5),
