@@ -216,8 +216,10 @@ TEST(RandomInit, LoadsWithoutTheWeightsFile) {
   b.add("adam", "AdamW", {w, grad}, {});
   b.add("adam2", "AdamW", {c, cpuGrad}, {}, plan::STREAM_HOST);
   plan::Plan p = b.finish();
-  setInit(p, w, "w", "/nonexistent/weights.bin");
-  setInit(p, c, "c", "/nonexistent/weights.bin");
+  // External data is named relative to the model's directory.
+  p.set_model_path("/nonexistent/model.onnx");
+  setInit(p, w, "w", "weights.bin");
+  setInit(p, c, "c", "weights.bin");
   std::string refused = errorOf(Program::fromPlan(p));
   EXPECT_NE(refused.find("/nonexistent/weights.bin: cannot open external data"),
             std::string::npos)
