@@ -16,8 +16,7 @@
 namespace zinc::rt {
 
 llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
-                           int64_t step, uint64_t seed,
-                           detail::LaneStats &stats) {
+                           const StepContext &ctx, detail::LaneStats &stats) {
   if (inst.kind == InstructionKind::Kernel) {
     // The call's part of its stream's workspace: the stream runs one
     // instruction at a time, so every call starts at the beginning.
@@ -28,9 +27,11 @@ llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
                          inst.attrs,
                          inst.inputs,
                          inst.outputs,
-                         step,
-                         seed,
+                         ctx.step,
+                         ctx.seed,
                          &workspace};
+    call.microBatch = ctx.microBatch;
+    call.microBatches = ctx.microBatches;
     call.effects = inst.effects;
     call.comm = program.communicator();
     return inst.kernel(call);
@@ -77,9 +78,9 @@ llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
 ExecutionHooks::~ExecutionHooks() = default;
 
 llvm::Error runOnHost(Program &program, PreparedInstruction &inst,
-                      int64_t step, uint64_t seed, TransferBytes &bytes) {
+                      const StepContext &ctx, TransferBytes &bytes) {
   detail::LaneStats stats;
-  llvm::Error err = runInstruction(program, inst, step, seed, stats);
+  llvm::Error err = runInstruction(program, inst, ctx, stats);
   bytes.h2d += stats.bytes.h2d;
   bytes.d2h += stats.bytes.d2h;
   bytes.nvmeRead += stats.bytes.nvmeRead;
@@ -147,18 +148,25 @@ Executor::create(Program &program, const ExecutorOptions &opts) {
   return executor;
 }
 
-llvm::Expected<StepResult> Executor::run(int64_t step, bool recordTimings) {
+llvm::Expected<StepResult> Executor::run(int64_t step, bool recordTimings,
+                                         int64_t microBatch,
+                                         int64_t microBatches) {
+  // Workers read the position only after the step starts (under the mutex).
+  impl->position(step, microBatch, microBatches);
   if (impl->serial || impl->lanes.empty())
-    return impl->runSerial(step, recordTimings);
-  return impl->runConcurrent(step, recordTimings);
+    return impl->runSerial(recordTimings);
+  return impl->runConcurrent(recordTimings);
 }
 
 unsigned Executor::numThreads() const { return impl->lanes.size(); }
 
 llvm::Expected<StepResult> executeStep(Program &program, int64_t step,
-                                       bool recordTimings, uint64_t seed) {
+                                       bool recordTimings, uint64_t seed,
+                                       int64_t microBatch,
+                                       int64_t microBatches) {
   Executor::Impl impl(program, /*serial=*/true, seed);
-  return impl.runSerial(step, recordTimings);
+  impl.position(step, microBatch, microBatches);
+  return impl.runSerial(recordTimings);
 }
 
 } // namespace zinc::rt

@@ -41,8 +41,7 @@ struct LaneStats {
 /// Runs one instruction: its kernel, or its copy between tiers (NVMe copies
 /// synchronously).
 llvm::Error runInstruction(Program &program, PreparedInstruction &inst,
-                           int64_t step, uint64_t seed,
-                           detail::LaneStats &stats);
+                           const StepContext &ctx, detail::LaneStats &stats);
 
 /// Sets PreparedInstruction::nvmeWriteBehind on the NVMe writes the NVMe
 /// lane may hold back (NvmeWriteBehind.cpp).
@@ -83,8 +82,9 @@ struct Executor::Impl {
   bool serial;
   /// A device backend's hooks, or null (the cpu backend).
   ExecutionHooks *hooks = nullptr;
-  /// The run's seed (ExecutorOptions::seed), passed to every kernel.
-  uint64_t seed;
+  /// The step and micro-batch being run, and the run's seed
+  /// (ExecutorOptions::seed): what every kernel call is told.
+  StepContext ctx;
   std::vector<Lane> lanes;
   /// Per plan index, when it started and ended (only while recording).
   std::vector<double> starts, ends;
@@ -103,7 +103,6 @@ struct Executor::Impl {
   bool stopping = false;
   std::atomic<bool> failed{false};
   std::vector<uint32_t> eventCounts;
-  int64_t stepNumber = 1;
   bool recording = false;
   Clock::time_point stepStart;
 
@@ -111,7 +110,16 @@ struct Executor::Impl {
   unsigned checkedBelow = 0;
 
   Impl(Program &program, bool serial, uint64_t seed)
-      : program(program), serial(serial), seed(seed) {}
+      : program(program), serial(serial) {
+    ctx.seed = seed;
+  }
+
+  /// Sets the step and micro-batch the next run is.
+  void position(int64_t step, int64_t microBatch, int64_t microBatches) {
+    ctx.step = step;
+    ctx.microBatch = microBatch;
+    ctx.microBatches = std::max<int64_t>(microBatches, 1);
+  }
 
   double since(Clock::time_point t) const {
     return std::chrono::duration<double>(t - stepStart).count();
@@ -150,13 +158,22 @@ struct Executor::Impl {
     return static_cast<unsigned>(&inst - program.instructions().data());
   }
 
+  /// Whether `inst` does no work in this run: update_only outside the
+  /// optimizer step's last micro-batch.
+  bool skips(const PreparedInstruction &inst) const {
+    return inst.updateOnly && !ctx.lastMicroBatch();
+  }
+
   /// Runs plan instruction `index`: through the device backend's hooks, or
-  /// on the host.
+  /// on the host. A skipped one does nothing on the host; a device backend
+  /// still orders its signals after its waits (ExecutionHooks::skip).
   llvm::Error execute(PreparedInstruction &inst, unsigned index,
                       detail::LaneStats &stats) {
+    if (skips(inst))
+      return hooks ? hooks->skip(inst, index) : llvm::Error::success();
     if (hooks)
-      return hooks->run(inst, index, stepNumber, seed, stats.bytes);
-    return runInstruction(program, inst, stepNumber, seed, stats);
+      return hooks->run(inst, index, ctx, stats.bytes);
+    return runInstruction(program, inst, ctx, stats);
   }
 
   /// Wakes every blocked worker (the step failed).
@@ -253,12 +270,11 @@ struct Executor::Impl {
     }
   }
 
-  llvm::Expected<StepResult> runSerial(int64_t step, bool record) {
+  llvm::Expected<StepResult> runSerial(bool record) {
     StepResult result;
     markStepStart();
     detail::LaneStats stats;
     unsigned index = 0;
-    stepNumber = step;
     for (PreparedInstruction &inst : program.instructions()) {
       double start = record ? since(Clock::now()) : 0;
       if (hooks && !inst.waits.empty())
@@ -269,7 +285,8 @@ struct Executor::Impl {
       if (hooks)
         if (llvm::Error err = hooks->finishInstruction(inst))
           return nodeError(inst, std::move(err));
-      if (index < checkedBelow)
+      // A skipped instruction wrote nothing this run.
+      if (index < checkedBelow && !skips(inst))
         if (llvm::Error err = checkNumerics(program, inst))
           return nodeError(inst, std::move(err));
       if (record)
@@ -324,13 +341,12 @@ struct Executor::Impl {
     return llvm::Error::success();
   }
 
-  llvm::Expected<StepResult> runConcurrent(int64_t step, bool record) {
+  llvm::Expected<StepResult> runConcurrent(bool record) {
     {
       std::lock_guard<std::mutex> lock(mutex);
       std::fill(eventCounts.begin(), eventCounts.end(), 0);
       failed = false;
       finished = 0;
-      stepNumber = step;
       recording = record;
       for (Lane &lane : lanes)
         lane.failed = false;

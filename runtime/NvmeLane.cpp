@@ -195,11 +195,13 @@ void Executor::Impl::runNvmeLane(Lane &lane) {
     PreparedInstruction &inst = prepared[index];
     bool isWrite = inst.copyKind == CopyKind::NvmeWrite;
     bool pipelined = inst.kind == InstructionKind::Copy && inst.nvmeDirect &&
-                     inst.copyBytes > 0 &&
+                     inst.copyBytes > 0 && !skips(inst) &&
                      (isWrite || inst.copyKind == CopyKind::NvmeRead);
     if (!pipelined) {
       // Bounce-buffered copies share one staging buffer, and anything else
-      // runs as every other lane runs it: alone.
+      // runs as every other lane runs it: alone. A skipped copy too: its
+      // signal says everything before it on the stream is done, so what is
+      // in flight lands first.
       if (!drain() || !waitFor(lane, inst))
         return abandon();
       started(index);

@@ -461,6 +461,7 @@ llvm::Error Program::prepare() {
     PreparedInstruction p;
     p.source = &inst;
     p.stream = inst.stream();
+    p.updateOnly = inst.update_only();
     std::string on = where + " on the " + streamName(p.stream) + " stream";
     bool transferStream = p.stream == plan::STREAM_H2D ||
                           p.stream == plan::STREAM_D2H ||

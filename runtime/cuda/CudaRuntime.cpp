@@ -110,8 +110,10 @@ public:
 
   llvm::Error beforeRun(const PreparedInstruction &inst) override;
   bool deviceReady(const PreparedInstruction &inst) override;
-  llvm::Error run(PreparedInstruction &inst, unsigned index, int64_t step,
-                  uint64_t seed, rt::TransferBytes &bytes) override;
+  llvm::Error run(PreparedInstruction &inst, unsigned index,
+                  const rt::StepContext &ctx,
+                  rt::TransferBytes &bytes) override;
+  llvm::Error skip(const PreparedInstruction &inst, unsigned index) override;
   llvm::Error finishStep() override;
   llvm::Error finishInstruction(const PreparedInstruction &inst) override;
   llvm::Expected<uint64_t> measuredGpuPeak() override;
@@ -399,7 +401,7 @@ llvm::Error CudaRuntime::computeOnHost() {
       continue;
     PreparedInstruction &p = prepared[i];
     rt::TransferBytes ignored;
-    if (auto err = rt::runOnHost(program, p, 1, 0, ignored))
+    if (auto err = rt::runOnHost(program, p, rt::StepContext(), ignored))
       return addContext(std::move(err),
                         "node '" + p.source->name() + "' (" + p.source->op() +
                             "), computed at start-up");
@@ -558,11 +560,11 @@ bool CudaRuntime::deviceReady(const PreparedInstruction &inst) {
 }
 
 llvm::Error CudaRuntime::run(PreparedInstruction &inst, unsigned index,
-                             int64_t step, uint64_t seed,
+                             const rt::StepContext &ctx,
                              rt::TransferBytes &bytes) {
   DeviceInstruction &d = device[index];
   if (!d.onDevice)
-    return rt::runOnHost(program, inst, step, seed, bytes);
+    return rt::runOnHost(program, inst, ctx, bytes);
   if (inst.kind == rt::InstructionKind::Copy) {
     if (inst.copyBytes)
       ZINC_CUDA_TRY(cudaMemcpyAsync(d.copyDst, d.copySrc, inst.copyBytes,
@@ -586,8 +588,10 @@ llvm::Error CudaRuntime::run(PreparedInstruction &inst, unsigned index,
                         inst.attrs,
                         d.inputs,
                         d.outputs};
-    call.step = step;
-    call.seed = seed;
+    call.step = ctx.step;
+    call.microBatch = ctx.microBatch;
+    call.microBatches = ctx.microBatches;
+    call.seed = ctx.seed;
     call.stream = d.stream;
     call.gemm = d.gemm;
     call.allowTf32 = allowTf32;
@@ -598,6 +602,16 @@ llvm::Error CudaRuntime::run(PreparedInstruction &inst, unsigned index,
       return err;
   }
   if (d.done)
+    ZINC_CUDA_TRY(cudaEventRecord(d.done, d.stream));
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::skip(const PreparedInstruction &, unsigned index) {
+  // beforeRun queued its stream waits; recording its event after them
+  // passes on what it waited for to whatever waits for it. Host work needs
+  // nothing: its signal is counted once its waits were met.
+  const DeviceInstruction &d = device[index];
+  if (d.onDevice && d.done)
     ZINC_CUDA_TRY(cudaEventRecord(d.done, d.stream));
   return llvm::Error::success();
 }

@@ -23,6 +23,20 @@ namespace zinc::rt {
 struct PreparedInstruction;
 struct TransferBytes;
 
+/// Which batch a run of the plan is, as every kernel call sees it
+/// (cpu::KernelCall, cuda::CudaKernelCall): the 1-based optimizer step, the
+/// micro-batch of it (gradient accumulation, Plan.grad_accum) and the run's
+/// seed.
+struct StepContext {
+  int64_t step = 1;
+  int64_t microBatch = 0;
+  int64_t microBatches = 1;
+  uint64_t seed = 0;
+
+  /// Whether update_only instructions do their work in this run.
+  bool lastMicroBatch() const { return microBatch + 1 >= microBatches; }
+};
+
 class ExecutionHooks {
 public:
   virtual ~ExecutionHooks();
@@ -36,8 +50,12 @@ public:
   virtual bool deviceReady(const PreparedInstruction &inst) = 0;
   /// Runs (or queues) plan instruction `index`, counting the bytes it moves.
   virtual llvm::Error run(PreparedInstruction &inst, unsigned index,
-                          int64_t step, uint64_t seed,
-                          TransferBytes &bytes) = 0;
+                          const StepContext &ctx, TransferBytes &bytes) = 0;
+  /// Called instead of run() for an update_only instruction outside an
+  /// optimizer step's last micro-batch, after beforeRun(): it does no work,
+  /// but whatever waits for its signals must still come after what it
+  /// waited for (a device stream records its event after its stream waits).
+  virtual llvm::Error skip(const PreparedInstruction &inst, unsigned index) = 0;
   /// After every worker is through: waits for the device's work of the
   /// step and copies back what the host reads after a step.
   virtual llvm::Error finishStep() = 0;

@@ -73,8 +73,13 @@ public:
   Executor &operator=(const Executor &) = delete;
 
   /// One step; `step` is the 1-based step number the optimizer updates see.
-  /// Inputs must have been fed. Not reentrant.
-  llvm::Expected<StepResult> run(int64_t step, bool recordTimings);
+  /// With gradient accumulation, one micro-batch `microBatch` (0-based) of
+  /// the optimizer step's `microBatches`: update_only instructions do their
+  /// work only in the last and elsewhere just wait and signal. Inputs must
+  /// have been fed. Not reentrant.
+  llvm::Expected<StepResult> run(int64_t step, bool recordTimings,
+                                 int64_t microBatch = 0,
+                                 int64_t microBatches = 1);
 
   /// Worker threads (0 in serial mode).
   unsigned numThreads() const;
@@ -90,13 +95,15 @@ private:
 /// backend's host streams: the host optimizer, NVMe transfers), counting
 /// the bytes it moves.
 llvm::Error runOnHost(Program &program, PreparedInstruction &inst,
-                      int64_t step, uint64_t seed, TransferBytes &bytes);
+                      const StepContext &ctx, TransferBytes &bytes);
 
 /// Runs every instruction once in plan order on the calling thread (the
-/// serial reference, no threads); `step` is the 1-based step number and
-/// `seed` the run's seed.
+/// serial reference, no threads); `step` is the 1-based step number, `seed`
+/// the run's seed, and `microBatch` of `microBatches` as Executor::run's.
 llvm::Expected<StepResult> executeStep(Program &program, int64_t step,
-                                       bool recordTimings, uint64_t seed = 0);
+                                       bool recordTimings, uint64_t seed = 0,
+                                       int64_t microBatch = 0,
+                                       int64_t microBatches = 1);
 
 } // namespace zinc::rt
 

@@ -79,6 +79,10 @@ struct PreparedInstruction {
   const plan::Instruction *source = nullptr;
   InstructionKind kind = InstructionKind::Kernel;
   plan::Stream stream = plan::STREAM_COMPUTE;
+  /// Gradient accumulation (Instruction.update_only): does its work only in
+  /// an optimizer step's last micro-batch; in the others it only waits and
+  /// signals.
+  bool updateOnly = false;
   cpu::KernelFn kernel = nullptr;
   /// The op's declared effects (which inputs it updates in place).
   const OpEffects *effects = nullptr;

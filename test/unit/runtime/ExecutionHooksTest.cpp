@@ -14,6 +14,7 @@
 #include "zinc/support/Error.h"
 #include <mutex>
 #include <set>
+#include <tuple>
 
 using namespace zinc;
 using namespace zinc::rt;
@@ -44,14 +45,23 @@ public:
     return llvm::Error::success();
   }
   bool deviceReady(const PreparedInstruction &) override { return true; }
-  llvm::Error run(PreparedInstruction &inst, unsigned index, int64_t step,
-                  uint64_t seed, TransferBytes &bytes) override {
+  llvm::Error run(PreparedInstruction &inst, unsigned index,
+                  const StepContext &ctx, TransferBytes &bytes) override {
     {
       std::lock_guard<std::mutex> lock(mutex);
       ++runs;
       ranThisStep.push_back(index);
+      contexts.insert({ctx.step, ctx.microBatch, ctx.microBatches});
     }
-    return runOnHost(program, inst, step, seed, bytes);
+    return runOnHost(program, inst, ctx, bytes);
+  }
+  llvm::Error skip(const PreparedInstruction &, unsigned index) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    skipped.push_back(index);
+    // Counted as run for the waits of those after it: its signals still
+    // order them.
+    ranThisStep.push_back(index);
+    return llvm::Error::success();
   }
   llvm::Error finishStep() override {
     std::lock_guard<std::mutex> lock(mutex);
@@ -79,6 +89,9 @@ public:
   unsigned runs = 0, finished = 0, instructionsFinished = 0;
   std::set<unsigned> waited;
   std::vector<unsigned> ranThisStep;
+  std::vector<unsigned> skipped;
+  /// (step, micro-batch, micro-batches) of every run() call.
+  std::set<std::tuple<int64_t, int64_t, int64_t>> contexts;
   bool waitedTooEarly = false;
   int failBefore = -1;
 };
@@ -132,6 +145,52 @@ TEST(ExecutionHooks, EveryInstructionRunsThroughThemAfterItsWaits) {
     if (!program->instructions()[i].waits.empty())
       withWaits.insert(i);
   EXPECT_EQ(hooks.waited, withWaits);
+}
+
+// Gradient accumulation: an update_only instruction outside the last
+// micro-batch goes through skip() instead of run(), after beforeRun() like
+// any other, and what waits for it still comes after; every run() is told
+// the micro-batch.
+TEST(ExecutionHooks, UpdateOnlyInstructionsAreSkippedBeforeTheLastMicroBatch) {
+  std::vector<int> weights;
+  plan::Plan plan = threeStreamPlan(3, 256, weights);
+  std::set<unsigned> updateOnly;
+  for (int i = 0; i < plan.instructions_size(); ++i)
+    if (plan.instructions(i).name() == "prefetch1" ||
+        plan.instructions(i).name() == "evict2") {
+      plan.mutable_instructions(i)->set_update_only(true);
+      updateOnly.insert(i);
+    }
+  ASSERT_EQ(updateOnly.size(), 2u);
+  for (bool serial : {false, true}) {
+    SCOPED_TRACE(serial ? "serial" : "concurrent");
+    auto program = loadOrFail(plan);
+    ASSERT_TRUE(program);
+    RecordingHooks hooks(*program);
+    ExecutorOptions opts;
+    opts.serial = serial;
+    opts.hooks = &hooks;
+    auto executor = Executor::create(*program, opts);
+    ASSERT_TRUE(static_cast<bool>(executor));
+    const unsigned micros = 4;
+    for (unsigned micro = 0; micro < micros; ++micro) {
+      hooks.skipped.clear();
+      unsigned before = hooks.runs;
+      auto result = (*executor)->run(7, false, micro, micros);
+      ASSERT_TRUE(static_cast<bool>(result))
+          << llvm::toString(result.takeError());
+      bool last = micro + 1 == micros;
+      std::set<unsigned> skipped(hooks.skipped.begin(), hooks.skipped.end());
+      EXPECT_EQ(skipped, last ? std::set<unsigned>() : updateOnly) << micro;
+      EXPECT_EQ(hooks.runs - before,
+                plan.instructions_size() - (last ? 0 : updateOnly.size()));
+      // Three prefetches, one of them skipped.
+      EXPECT_EQ(result->bytes.h2d, (last ? 3u : 2u) * 256 * 4) << micro;
+    }
+    EXPECT_FALSE(hooks.waitedTooEarly);
+    EXPECT_EQ(hooks.contexts, (std::set<std::tuple<int64_t, int64_t, int64_t>>{
+                                  {7, 0, 4}, {7, 1, 4}, {7, 2, 4}, {7, 3, 4}}));
+  }
 }
 
 TEST(ExecutionHooks, SerialRunsFinishEachInstruction) {

@@ -280,6 +280,97 @@ TEST(Executor, DelayedAdamWSkipsItsFirstStep) {
   expectOneAdamWStep(hostAdamWPlan(1000, 1), 2);
 }
 
+/// Gradient accumulation's shape: a gradient summed into a GPU accumulator
+/// every micro-batch; the eviction, the host update and the refresh are
+/// update_only; a compute instruction after them reads the refreshed
+/// parameter every micro-batch.
+struct AccumulationPlan {
+  plan::Plan plan;
+  int x, w, accCpu, p, pNew, out;
+};
+
+AccumulationPlan accumulationPlan(int64_t n) {
+  PlanBuilder b;
+  AccumulationPlan a;
+  a.x = b.tensor("x", {n}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+  a.w = b.tensor("w", {n}, plan::TIER_GPU, 1, plan::ROLE_PARAMETER);
+  int g = b.tensor("g", {n});
+  int acc = b.tensor("acc", {n}, plan::TIER_GPU, 1, plan::ROLE_STATE);
+  a.accCpu = b.tensor("acc.cpu", {n}, plan::TIER_CPU);
+  a.p = b.tensor("p", {n}, plan::TIER_CPU, 1, plan::ROLE_PARAMETER);
+  a.pNew = b.tensor("p.new", {n}, plan::TIER_CPU);
+  int pGpu = b.tensor("p.gpu", {n});
+  a.out = b.tensor("out", {n});
+  b.add("grad", "Mul", {a.x, a.w}, {g});
+  b.add("accumulate", "AccumulateGrad", {acc, g}, {}, plan::STREAM_COMPUTE, {},
+        {0})
+      .set_domain("zinc");
+  b.add("evict", "Copy", {acc}, {a.accCpu}, plan::STREAM_D2H, {0}, {1})
+      .set_update_only(true);
+  b.add("update", "Sub", {a.p, a.accCpu}, {a.pNew}, plan::STREAM_HOST, {1}, {2})
+      .set_update_only(true);
+  b.add("refresh", "Copy", {a.pNew}, {pGpu}, plan::STREAM_H2D, {2}, {3})
+      .set_update_only(true);
+  b.add("use", "Add", {pGpu, a.x}, {a.out}, plan::STREAM_COMPUTE, {3});
+  a.plan = b.finish();
+  return a;
+}
+
+// update_only instructions do their work only in an optimizer step's last
+// micro-batch; in the others they move nothing but still signal after their
+// waits, so the instruction after them runs every micro-batch, in order, on
+// the parameter of the last update. Concurrent and serial runs agree.
+TEST(Executor, UpdateOnlyInstructionsRunInTheLastMicroBatch) {
+  const int64_t n = 1000;
+  const int micros = 3, steps = 2;
+  AccumulationPlan a = accumulationPlan(n);
+  std::vector<std::vector<uint8_t>> concurrentEnd;
+  for (bool serial : {false, true}) {
+    SCOPED_TRACE(serial ? "serial" : "concurrent");
+    std::unique_ptr<Program> program = loadOrFail(a.plan);
+    ASSERT_TRUE(program);
+    Program &prog = *program;
+    setValues(prog, a.w, 0.5f, 0.01f);
+    setValues(prog, a.p, 2.0f, -0.03f);
+    auto executor = Executor::create(prog, {serial});
+    ASSERT_TRUE(static_cast<bool>(executor));
+    std::vector<float> ps = values(prog, a.p), ws = values(prog, a.w);
+    std::vector<float> lastAccCpu(n, 0), lastPNew(n, 0), sum(n, 0);
+    for (int step = 1; step <= steps; ++step)
+      for (int micro = 0; micro < micros; ++micro) {
+        SCOPED_TRACE("step " + std::to_string(step) + " micro-batch " +
+                     std::to_string(micro));
+        setValues(prog, a.x, step * 10 + micro, 0.25f);
+        std::vector<float> xs = values(prog, a.x);
+        for (int64_t i = 0; i < n; ++i)
+          sum[i] = micro == 0 ? xs[i] * ws[i] : sum[i] + xs[i] * ws[i];
+        auto result =
+            (*executor)->run(step, /*recordTimings=*/true, micro, micros);
+        ASSERT_TRUE(static_cast<bool>(result))
+            << llvm::toString(result.takeError());
+        expectEventOrder(prog, *result);
+        bool last = micro == micros - 1;
+        EXPECT_EQ(result->bytes.d2h, last ? uint64_t(n * 4) : 0u);
+        EXPECT_EQ(result->bytes.h2d, last ? uint64_t(n * 4) : 0u);
+        if (last) {
+          lastAccCpu = sum;
+          for (int64_t i = 0; i < n; ++i)
+            lastPNew[i] = ps[i] - sum[i];
+        }
+        EXPECT_EQ(values(prog, a.accCpu), lastAccCpu);
+        EXPECT_EQ(values(prog, a.pNew), lastPNew);
+        std::vector<float> want(n);
+        for (int64_t i = 0; i < n; ++i)
+          want[i] = lastPNew[i] + xs[i];
+        EXPECT_EQ(values(prog, a.out), want);
+      }
+    if (!serial)
+      concurrentEnd = snapshot(prog);
+    else
+      EXPECT_EQ(snapshot(prog), concurrentEnd);
+  }
+}
+
 // A kernel error on the host stream while compute and d2h wait on events
 // that will now never be signalled: the step returns the error, naming the
 // node, instead of hanging; the plan-order run reports the same error.

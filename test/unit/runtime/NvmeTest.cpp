@@ -117,6 +117,60 @@ TEST_F(NvmeTier, RoundTrip) {
   }
 }
 
+// Gradient accumulation on the NVMe lane: a skipped update_only copy's
+// signal still means everything before it on the stream has landed, so the
+// host kernel waiting for it reads the whole of an earlier pipelined read in
+// every micro-batch, and the skipped copy itself moves nothing until the
+// last micro-batch.
+TEST_F(NvmeTier, SkippedCopySignalsOnlyOnceEarlierCopiesLanded) {
+  const int64_t n = 1 << 20, small = 1024; // 4 MiB in flight
+  PlanBuilder b;
+  b.setAlignment(plan::TIER_CPU, 4096);
+  int storedA = b.tensor("a.nvme", {n}, plan::TIER_NVME, 1, plan::ROLE_STATE);
+  int storedB =
+      b.tensor("b.nvme", {small}, plan::TIER_NVME, 1, plan::ROLE_STATE);
+  int a = b.tensor("a", {n}, plan::TIER_CPU);
+  int bCpu = b.tensor("b", {small}, plan::TIER_CPU);
+  int out = b.tensor("out", {n}, plan::TIER_CPU);
+  b.add("readA", "Copy", {storedA}, {a}, plan::STREAM_NVME);
+  b.add("readB", "Copy", {storedB}, {bCpu}, plan::STREAM_NVME, {}, {0})
+      .set_update_only(true);
+  b.add("double", "Add", {a, a}, {out}, plan::STREAM_HOST, {0});
+  plan::Plan plan = b.finish();
+  std::vector<float> av(n), bv(small);
+  for (int64_t i = 0; i < n; ++i)
+    av[i] = 0.5f + float(i % 1013);
+  for (int64_t i = 0; i < small; ++i)
+    bv[i] = -1.0f - float(i);
+  std::vector<float> twice(n);
+  for (int64_t i = 0; i < n; ++i)
+    twice[i] = av[i] + av[i];
+  for (bool serial : {false, true}) {
+    SCOPED_TRACE(serial ? "serial" : "concurrent");
+    std::unique_ptr<Program> p = loadOrFail(plan, options());
+    ASSERT_TRUE(p);
+    ASSERT_EQ(messageOf(p->writeNvmeTensor(storedA, av.data())), "");
+    ASSERT_EQ(messageOf(p->writeNvmeTensor(storedB, bv.data())), "");
+    auto executor = Executor::create(*p, {serial});
+    ASSERT_TRUE(static_cast<bool>(executor));
+    const int micros = 3;
+    for (int step = 1; step <= 2; ++step)
+      for (int micro = 0; micro < micros; ++micro) {
+        SCOPED_TRACE("step " + std::to_string(step) + " micro-batch " +
+                     std::to_string(micro));
+        std::memset(p->tensor(a).data, 0, n * 4);
+        std::memset(p->tensor(out).data, 0, n * 4);
+        std::memset(p->tensor(bCpu).data, 0, small * 4);
+        auto r = (*executor)->run(step, false, micro, micros);
+        ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+        bool last = micro == micros - 1;
+        EXPECT_EQ(r->bytes.nvmeRead, uint64_t((n + (last ? small : 0)) * 4));
+        EXPECT_TRUE(values(*p, out) == twice);
+        EXPECT_EQ(values(*p, bCpu), last ? bv : std::vector<float>(small, 0));
+      }
+  }
+}
+
 // A parameter whose home is NVMe is loaded there from its external-data
 // file, through the staging buffer.
 TEST_F(NvmeTier, InitializerLoadsStraightIntoTheTier) {
