@@ -76,6 +76,26 @@ void namePytorchParameters(const onnx::GraphProto &graph,
     llvm::Optional<DType> dtype = dtypeFromOnnx(init.elemType);
     if (!dtype || !isFloatDType(*dtype))
       continue;
+    // Read only through Identity nodes whose outputs carry a parameter's
+    // name (how an exporter aliases an initializer under the name of the
+    // parameter it holds): that name, the smallest when tied aliases give
+    // several.
+    std::string alias;
+    bool aliased = !it->second.uses.empty();
+    for (const auto &[node, operand] : it->second.uses) {
+      if (node->op_type() != "Identity" || operand != 0 || node->output_size() != 1) {
+        aliased = false;
+        break;
+      }
+      llvm::StringRef out = node->output(0);
+      if (!out.empty() && !out.contains("::") && !out.startswith("/") &&
+          (alias.empty() || out < alias))
+        alias = out.str();
+    }
+    if (aliased && !alias.empty() && !names.count(alias) && taken.insert(alias).second) {
+      init.ref.pytorchName = alias;
+      continue;
+    }
     std::string scope;
     bool linear = init.shape.size() == 2 && !it->second.uses.empty();
     for (const auto &[node, operand] : it->second.uses) {

@@ -16,7 +16,10 @@ namespace zinc::frontend {
 /// An exporter-named rank-2 initializer read only as input B of MatMul
 /// nodes of one module scope (node names `/blocks.0/attn/q/MatMul`, which
 /// the exporter gives since PyTorch 1.13) is that module's Linear weight,
-/// transposed: `blocks.0.attn.q.weight`. The other exporter-named float
+/// transposed: `blocks.0.attn.q.weight`. One read only by Identity nodes
+/// whose outputs are named as parameters (`lm_head.weight =
+/// Identity(onnx::Identity_5)`) is the parameter of that name (the smallest,
+/// when tied aliases give several). The other exporter-named float
 /// initializers (folded constants, such as an attention mask) get one
 /// warning for all: PyTorch has no name for them. Initializers named
 /// otherwise keep their name, which is the state_dict key in an export
