@@ -9,12 +9,13 @@
 // tensors.
 //
 //===----------------------------------------------------------------------===//
-#include "FuzzInputFile.h"
 #include "zinc/runtime/Safetensors.h"
+#include "FuzzInputFile.h"
 #include <cstdlib>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  const std::string &path = zinc::fuzz::writeInputFile("data.safetensors", data, size);
+  const std::string &path =
+      zinc::fuzz::writeInputFile("data.safetensors", data, size);
   auto file = zinc::rt::SafetensorsFile::open(path);
   auto header = zinc::rt::SafetensorsFile::openHeader(path);
   auto read = zinc::rt::SafetensorsFile::open(path, /*readIntoMemory=*/true);
@@ -32,13 +33,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (const auto &entry : file->tensors()) {
     const zinc::rt::SafetensorView *h = header->find(entry.getKey());
     const zinc::rt::SafetensorView *r = read->find(entry.getKey());
-    if (!h || !r || h->dtype != entry.getValue().dtype || h->shape != entry.getValue().shape ||
-        !h->data.empty() || r->data != entry.getValue().data)
+    if (!h || !r || h->dtype != entry.getValue().dtype ||
+        h->shape != entry.getValue().shape || !h->data.empty() ||
+        r->data != entry.getValue().data)
       std::abort(); // another tensor, or a header view that holds bytes
   }
   for (const auto &entry : file->tensors()) {
     const zinc::rt::SafetensorView &t = entry.getValue();
-    llvm::Optional<uint64_t> bytes = zinc::tensorBytes(t.shape, zinc::dtypeSize(t.dtype));
+    llvm::Optional<uint64_t> bytes =
+        zinc::tensorBytes(t.shape, zinc::dtypeSize(t.dtype));
     if (!bytes || t.data.size() != *bytes)
       std::abort(); // accepted a tensor whose bytes are not its shape's
     // Touch the bytes: ASan reports any that lie outside the mapping.

@@ -83,7 +83,8 @@ void namePytorchParameters(const onnx::GraphProto &graph,
     std::string alias;
     bool aliased = !it->second.uses.empty();
     for (const auto &[node, operand] : it->second.uses) {
-      if (node->op_type() != "Identity" || operand != 0 || node->output_size() != 1) {
+      if (node->op_type() != "Identity" || operand != 0 ||
+          node->output_size() != 1) {
         aliased = false;
         break;
       }
@@ -92,7 +93,8 @@ void namePytorchParameters(const onnx::GraphProto &graph,
           (alias.empty() || out < alias))
         alias = out.str();
     }
-    if (aliased && !alias.empty() && !names.count(alias) && taken.insert(alias).second) {
+    if (aliased && !alias.empty() && !names.count(alias) &&
+        taken.insert(alias).second) {
       init.ref.pytorchName = alias;
       continue;
     }
