@@ -5,6 +5,9 @@
 // init_scale, as GradScaler initialises lazily), the growth tracker (i64[]),
 // the found-inf flag (f32[]) and the count of applied optimizer steps (i64[],
 // torch.optim's state['step'], which a skipped step does not advance).
+// With gradient accumulation the loss gradient is scale / N (PyTorch's
+// scaler.scale(loss / N).backward()), and an overflow in any micro-batch
+// skips the optimizer step.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cpu/Kernel.h"
@@ -19,7 +22,9 @@ static bool isScalar(const TensorRef *t, DType dtype) {
   return t && t->dtype == dtype && t->numElements() == 1;
 }
 
-/// LossScale(scale) -> seed: the loss gradient, the current scale.
+/// LossScale(scale) {divisor} -> seed: the loss gradient, the current scale
+/// divided in float by `divisor` (default 1; the micro-batch count with
+/// gradient accumulation), as autograd divides it through loss / N.
 llvm::Error runLossScale(const KernelCall &call) {
   TensorRef *scale = call.updated(0);
   TensorRef *seed = call.output(0);
@@ -29,11 +34,16 @@ llvm::Error runLossScale(const KernelCall &call) {
   float &s = *scale->as<float>();
   if (s == 0)
     s = static_cast<float>(call.attrs.getFloat("init_scale", 65536.0));
+  const float divisor = static_cast<float>(call.attrs.getFloat("divisor", 1.0));
+  if (!(divisor > 0))
+    return makeError("LossScale: divisor " +
+                     llvm::Twine(std::to_string(divisor)) + " is not positive");
+  const float v = s / divisor;
   switch (seed->dtype) {
-  case DType::F32: *seed->as<float>() = s; break;
-  case DType::F64: *seed->as<double>() = s; break;
-  case DType::F16: *seed->as<uint16_t>() = floatToHalf(s); break;
-  case DType::BF16: *seed->as<uint16_t>() = floatToBf16(s); break;
+  case DType::F32: *seed->as<float>() = v; break;
+  case DType::F64: *seed->as<double>() = v; break;
+  case DType::F16: *seed->as<uint16_t>() = floatToHalf(v); break;
+  case DType::BF16: *seed->as<uint16_t>() = floatToBf16(v); break;
   default: return makeError("LossScale: the seed must be a float");
   }
   return llvm::Error::success();
@@ -57,12 +67,15 @@ template <typename Fn> static bool anyNotFinite(int64_t n, Fn &&value) {
 /// gradient, unscaled in f32 as GradScaler.unscale_ does, is inf or NaN,
 /// else 0; with `accumulate`, found_inf stays 1 once set (one check per
 /// gradient, the first one setting the flag, the others ORing into it).
+/// With gradient accumulation the first check resets the flag only in an
+/// optimizer step's first micro-batch and ORs in the others.
 llvm::Error runCheckFiniteGrads(const KernelCall &call) {
   if (call.inputs.size() < 2 || !isScalar(call.inputs[0], DType::F32) ||
       !isScalar(call.inputs[1], DType::F32))
     return makeError("CheckFiniteGrads expects found_inf f32[], scale f32[], grads...");
   const float inv = static_cast<float>(1.0 / *call.inputs[1]->as<float>());
-  bool found = call.attrs.getInt("accumulate", 0) != 0 && *call.inputs[0]->as<float>() != 0;
+  bool keep = call.attrs.getInt("accumulate", 0) != 0 || call.microBatch > 0;
+  bool found = keep && *call.inputs[0]->as<float>() != 0;
   for (size_t k = 2; k < call.inputs.size() && !found; ++k) {
     const TensorRef *g = call.inputs[k];
     if (!g)

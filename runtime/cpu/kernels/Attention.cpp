@@ -201,7 +201,7 @@ llvm::Expected<Problem<T>> problemOf(const KernelCall &call) {
     p.ratio = static_cast<float>(ratio);
     p.seedId = static_cast<uint32_t>(id);
     p.seed = call.seed;
-    p.step = call.step;
+    p.step = call.sampleStep();
     // Numbered as a Dropout on the [..., Tq, Tk] probabilities numbers
     // them, rank r's from r times their count.
     if (call.comm)

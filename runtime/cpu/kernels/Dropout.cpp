@@ -7,10 +7,12 @@
 // from Philox4x32-10 keyed by the run's seed, with the step, the node's
 // `seed_id` (stamped by build-training) and the element index in the counter
 // (support/Philox.h), so DropoutGrad can regenerate the mask instead of keeping
-// it, and every backend draws the same mask. With several ranks, rank r's
-// elements are numbered from r times the tensor's size: each rank draws its
-// own mask, and when the batch is the outer axis, the one-rank run's mask of
-// the whole batch.
+// it, and every backend draws the same mask. The step is the count of batches
+// run (KernelCall::sampleStep): with gradient accumulation each micro-batch
+// draws its own mask, and without it that is the training step. With several
+// ranks, rank r's elements are numbered from r times the tensor's size: each
+// rank draws its own mask, and when the batch is the outer axis, the one-rank
+// run's mask of the whole batch.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
@@ -70,7 +72,7 @@ static llvm::Expected<DropoutStream> streamFor(const KernelCall &call,
   s.ratio = static_cast<float>(ratio);
   s.seedId = static_cast<uint32_t>(id);
   s.seed = call.seed;
-  s.step = call.step;
+  s.step = call.sampleStep();
   if (call.comm && call.input(0))
     s.offset = static_cast<uint64_t>(call.comm->rank()) * call.input(0)->numElements();
   return s;

@@ -372,7 +372,7 @@ llvm::Expected<Problem> problemOf(const CudaKernelCall &call) {
     p.ratio = static_cast<float>(ratio);
     p.seedId = static_cast<uint32_t>(id);
     p.seed = call.seed;
-    p.step = call.step;
+    p.step = call.sampleStep();
   }
   return out;
 }

@@ -1,7 +1,8 @@
 //===- Training.cu - Dropout, optimizer updates and loss scaling on the GPU ===//
 //
 // The cuda counterparts of runtime/cpu/kernels/Dropout.cpp,
-// runtime/optim/Optimizers.cpp and LossScaling.cpp, element for element
+// runtime/optim/Optimizers.cpp, LossScaling.cpp and GradAccumulation.cpp,
+// element for element
 // (the math is TrainingMath.h's, shared with the host tests). Loss
 // scaling's state (scale, growth tracker, found-inf flag, applied steps)
 // lives on the device, so whatever depends on it (skipping an overflowed
@@ -263,21 +264,24 @@ __global__ void __launch_bounds__(kThreads) sgdKernel(SgdArgs<G, C> a) {
 //===----------------------------------------------------------------------===//
 
 template <typename S>
-__global__ void lossScaleKernel(float *scale, S *seed, float initScale) {
+__global__ void lossScaleKernel(float *scale, S *seed, float initScale,
+                                float divisor) {
   float s = *scale;
   if (s == 0) {
     s = initScale;
     *scale = s;
   }
+  float v = lossScaleSeed(s, divisor);
   if constexpr (std::is_same_v<S, double>)
-    *seed = static_cast<double>(s);
+    *seed = static_cast<double>(v);
   else
-    *seed = storeF<S>(s);
+    *seed = storeF<S>(v);
 }
 
-/// found_inf's starting value: kept (as 1) when accumulating, else 0.
-__global__ void startFoundInfKernel(float *flag, bool accumulate) {
-  *flag = accumulate && *flag != 0 ? 1.0f : 0.0f;
+/// found_inf's starting value: kept (as 1) when ORing into it (a later
+/// check, or a later micro-batch of the optimizer step), else 0.
+__global__ void startFoundInfKernel(float *flag, bool keep) {
+  *flag = keep && *flag != 0 ? 1.0f : 0.0f;
 }
 
 /// Sets found_inf to 1 when some g[i] * inv_scale is inf or NaN; every
@@ -293,6 +297,16 @@ __global__ void __launch_bounds__(kThreads)
     bad |= !isfinite(mulRn(loadF(g[i]), inv));
   if (bad)
     *flag = 1.0f;
+}
+
+/// AccumulateGrad: acc = grad in the first micro-batch, acc += grad after.
+template <typename G>
+__global__ void __launch_bounds__(kThreads)
+    accumulateGradKernel(float *acc, const G *grad, int64_t n, bool first) {
+  int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    acc[i] = accumulateGradAt(acc[i], loadF(grad[i]), first);
 }
 
 /// torch._amp_update_scale_, and one more applied step unless skipped.
@@ -350,7 +364,7 @@ static llvm::Expected<DropoutStream> streamFor(const CudaKernelCall &call,
   s.scale = 1.0f / (1.0f - s.ratio);
   s.seedId = static_cast<uint32_t>(id);
   s.seed = call.seed;
-  s.step = call.step;
+  s.step = call.sampleStep();
   // A CudaKernelCall carries no communicator: rank 0's numbering. (The cpu
   // kernel numbers rank r's elements from r times the tensor's size.)
   s.offset = 0;
@@ -798,11 +812,15 @@ Error runLossScale(const CudaKernelCall &call) {
     return cudaKernelError("LossScale expects the scale f32[] (declared "
                            "written) and one output element");
   float init = static_cast<float>(call.attrs.getFloat("init_scale", 65536.0));
+  float divisor = static_cast<float>(call.attrs.getFloat("divisor", 1.0));
+  if (!(divisor > 0))
+    return cudaKernelError("LossScale: divisor " +
+                           Twine(std::to_string(divisor)) + " is not positive");
   float *s = static_cast<float *>(scale->data);
   auto launch = [&](auto tag) -> Error {
     using S = decltype(tag);
     lossScaleKernel<S><<<1, 1, 0, call.stream>>>(
-        s, static_cast<S *>(seed->data), init);
+        s, static_cast<S *>(seed->data), init, divisor);
     return checkLaunch("LossScale (lossScaleKernel)");
   };
   switch (seed->dtype) {
@@ -836,8 +854,10 @@ Error runCheckFiniteGrads(const CudaKernelCall &call) {
         "CheckFiniteGrads: found_inf is not declared written (ZincOps.def)");
   float *flag = static_cast<float *>(flagRef->data);
   const float *scale = static_cast<const float *>(call.inputs[1]->data);
+  // Only an optimizer step's first micro-batch starts the flag afresh: an
+  // overflow in any micro-batch skips the step.
   startFoundInfKernel<<<1, 1, 0, call.stream>>>(
-      flag, call.attrs.getInt("accumulate", 0) != 0);
+      flag, call.attrs.getInt("accumulate", 0) != 0 || call.microBatch > 0);
   if (Error e = checkLaunch("CheckFiniteGrads (startFoundInfKernel)"))
     return e;
   for (size_t k = 2; k < call.inputs.size(); ++k) {
@@ -856,6 +876,35 @@ Error runCheckFiniteGrads(const CudaKernelCall &call) {
       return e;
   }
   return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Host side: gradient accumulation
+//===----------------------------------------------------------------------===//
+
+Error runAccumulateGrad(const CudaKernelCall &call) {
+  const DeviceTensor *grad = call.input(1);
+  DeviceTensor *acc = call.updated(0);
+  if (!acc || !grad || acc->dtype != DType::F32 ||
+      grad->numElements() != acc->numElements())
+    return cudaKernelError(
+        "AccumulateGrad expects an f32 accumulator (declared "
+        "written) and a gradient of its element count");
+  if (grad->dtype != DType::F32 && grad->dtype != DType::F16 &&
+      grad->dtype != DType::BF16)
+    return cudaKernelError("AccumulateGrad: the gradient is " +
+                           dtypeName(grad->dtype) + ", not f32, f16 or bf16");
+  int64_t n = acc->numElements();
+  if (n == 0)
+    return Error::success();
+  bool first = call.microBatch == 0;
+  return dispatchFloat(grad->dtype, call.opType, [&](auto tag) -> Error {
+    using G = decltype(tag);
+    accumulateGradKernel<G><<<gridFor(n, kThreads), kThreads, 0, call.stream>>>(
+        static_cast<float *>(acc->data), static_cast<const G *>(grad->data), n,
+        first);
+    return checkLaunch("AccumulateGrad (accumulateGradKernel)");
+  });
 }
 
 //===----------------------------------------------------------------------===//

@@ -66,6 +66,22 @@ ZINC_HD float invScaleOf(float scale) {
   return static_cast<float>(1.0 / static_cast<double>(scale));
 }
 
+/// LossScale's seed: the scale divided by the micro-batch count in float,
+/// as autograd divides it through `loss / N` (the cpu's runLossScale).
+ZINC_HD float lossScaleSeed(float scale, float divisor) {
+  return divRn(scale, divisor);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient accumulation
+//===----------------------------------------------------------------------===//
+
+/// AccumulateGrad's element (runtime/optim/GradAccumulation.cpp): the first
+/// micro-batch stores its gradient, the others add it.
+ZINC_HD float accumulateGradAt(float acc, float grad, bool first) {
+  return first ? grad : addRn(acc, grad);
+}
+
 //===----------------------------------------------------------------------===//
 // Dropout
 //===----------------------------------------------------------------------===//

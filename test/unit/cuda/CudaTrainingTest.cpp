@@ -297,6 +297,55 @@ TEST(CudaTrainingMath, DropoutDecisionsAreTheCpuMask) {
   EXPECT_LT(kept, n * 9 / 10);
 }
 
+TEST(CudaTrainingMath, LossScaleSeedIsTheCpus) {
+  // scale / N in float, as autograd divides the gradient of loss / N; with
+  // no divisor the seed is the scale itself.
+  for (float scale : {65536.0f, 3.0f, 0.001f, 1.5e38f})
+    for (double divisor : {0.0, 1.0, 3.0, 4.0, 7.0}) {
+      OwnedTensor s = OwnedTensor::f32({}, {scale});
+      OwnedTensor seed(DType::F32, {});
+      AttributeList a = divisor > 0 ? attrs({floatAttr("divisor", divisor)})
+                                    : AttributeList();
+      std::vector<const cpu::TensorRef *> ins{&s.ref};
+      std::vector<cpu::TensorRef *> outs{&seed.ref};
+      cpu::KernelCall call{"LossScale", "test", 17, a, ins, outs};
+      ASSERT_NO_ERROR(cpu::lookupZincKernel("LossScale")(call));
+      float want = lossScaleSeed(scale, divisor > 0 ? float(divisor) : 1.0f);
+      EXPECT_EQ(*seed.ref.as<float>(), want) << scale << " / " << divisor;
+      if (divisor <= 1) {
+        EXPECT_EQ(want, scale);
+      }
+    }
+}
+
+TEST(CudaTrainingMath, AccumulateGradIsTheCpus) {
+  // Three micro-batches into an accumulator holding a stale sum: the first
+  // overwrites it, the others add, in f32 from every gradient type.
+  const int64_t n = 517;
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    OwnedTensor acc = randomOf(DType::F32, {n}, -9, 9, 20);
+    std::vector<float> want(acc.ref.as<float>(), acc.ref.as<float>() + n);
+    for (int64_t micro = 0; micro < 3; ++micro) {
+      OwnedTensor g = randomOf(dtype, {n}, -2, 2, 21 + unsigned(micro));
+      std::vector<double> gv = valuesOf(g);
+      std::vector<const cpu::TensorRef *> ins{&acc.ref, &g.ref};
+      std::vector<cpu::TensorRef *> outs;
+      AttributeList none;
+      cpu::KernelCall call{"AccumulateGrad", "test", 17, none, ins, outs};
+      call.microBatch = micro;
+      call.microBatches = 3;
+      ASSERT_NO_ERROR(cpu::lookupZincKernel("AccumulateGrad")(call));
+      for (int64_t i = 0; i < n; ++i) {
+        want[i] =
+            accumulateGradAt(want[i], static_cast<float>(gv[i]), micro == 0);
+        ASSERT_EQ(acc.ref.as<float>()[i], want[i])
+            << dtypeName(dtype).str() << " micro-batch " << micro << " at "
+            << i;
+      }
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Argument checks (no device needed: they fail before any CUDA call)
 //===----------------------------------------------------------------------===//
@@ -340,6 +389,16 @@ TEST(CudaTrainingNoDevice, ArgumentErrorsNameTheOp) {
   EXPECT_EQ(checkError("zinc", "UpdateLossScale", {}, {f4}, {}),
             "UpdateLossScale expects scale f32[], growth_tracker i64[], "
             "found_inf f32[], applied steps i64[]");
+  DeviceTensor f0 = shapeOnly(DType::F32, {});
+  EXPECT_EQ(checkError("zinc", "LossScale", attrs({floatAttr("divisor", 0)}),
+                       {f0}, {f0}),
+            "LossScale: divisor 0.000000 is not positive");
+  EXPECT_EQ(checkError("zinc", "AccumulateGrad", {}, {h4, f4}, {}),
+            "AccumulateGrad expects an f32 accumulator (declared written) and "
+            "a gradient of its element count");
+  EXPECT_EQ(checkError("zinc", "AccumulateGrad", {},
+                       {f4, shapeOnly(DType::I64, {4})}, {}),
+            "AccumulateGrad: the gradient is i64, not f32, f16 or bf16");
   EXPECT_EQ(checkError("", "Concat", attrs({intAttr("axis", 1)}),
                        {shapeOnly(DType::F32, {2, 3}),
                         shapeOnly(DType::F32, {3, 3})},
@@ -600,6 +659,62 @@ TEST_F(CudaTrainingDevice, LossScalingOpsMatchCpu) {
     for (size_t i : {0, 1, 3})
       EXPECT_TRUE(sameBytes(*gotUpdate.inputs[i], *wantUpdate.inputs[i]))
           << "overflow " << overflow << " input " << i;
+  }
+}
+
+TEST_F(CudaTrainingDevice, LossScalingAcrossMicroBatchesMatchesCpu) {
+  // The seed divided by the micro-batch count; the first check (no
+  // `accumulate`) clears a set flag only in micro-batch 0 and ORs into it
+  // in the others, on both backends.
+  OpRun scale;
+  scale.domain = "zinc";
+  scale.op = "LossScale";
+  scale.attrs =
+      attrs({floatAttr("init_scale", 1024.0), floatAttr("divisor", 3.0)});
+  scale.inputs = {OwnedTensor::f32({}, {0})};
+  scale.outputs = {OwnedTensor(DType::F16, {})};
+  ASSIGN_OR_FAIL(wantScale, runCpu(scale));
+  ASSIGN_OR_FAIL(gotScale, runCuda(scale));
+  EXPECT_TRUE(sameBytes(*gotScale.outputs[0], *wantScale.outputs[0]));
+  EXPECT_TRUE(sameBytes(*gotScale.inputs[0], *wantScale.inputs[0]));
+
+  for (int64_t micro : {0, 1, 3}) {
+    OpRun check;
+    check.domain = "zinc";
+    check.op = "CheckFiniteGrads";
+    check.microBatch = micro;
+    check.microBatches = 4;
+    check.inputs = {OwnedTensor::f32({}, {1}), *wantScale.inputs[0],
+                    randomOf(DType::BF16, {300}, -1, 1, 24)};
+    ASSIGN_OR_FAIL(want, runCpu(check));
+    ASSIGN_OR_FAIL(got, runCuda(check));
+    EXPECT_TRUE(sameBytes(*got.inputs[0], *want.inputs[0])) << micro;
+    EXPECT_EQ(*got.inputs[0]->ref.as<float>(), micro == 0 ? 0.0f : 1.0f)
+        << micro;
+  }
+}
+
+TEST_F(CudaTrainingDevice, AccumulateGradMatchesCpu) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    std::optional<OwnedTensor> cpuAcc =
+        randomOf(DType::F32, {70001}, -5, 5, 25);
+    std::optional<OwnedTensor> cudaAcc = cpuAcc;
+    for (int64_t micro = 0; micro < 3; ++micro) {
+      OpRun run;
+      run.domain = "zinc";
+      run.op = "AccumulateGrad";
+      run.microBatch = micro;
+      run.microBatches = 3;
+      OwnedTensor g = randomOf(dtype, {70001}, -3, 3, 26 + unsigned(micro));
+      run.inputs = {cpuAcc, g};
+      ASSIGN_OR_FAIL(want, runCpu(run));
+      run.inputs = {cudaAcc, g};
+      ASSIGN_OR_FAIL(got, runCuda(run));
+      cpuAcc = want.inputs[0];
+      cudaAcc = got.inputs[0];
+      EXPECT_TRUE(sameBytes(*cudaAcc, *cpuAcc))
+          << dtypeName(dtype).str() << " micro-batch " << micro;
+    }
   }
 }
 

@@ -38,6 +38,9 @@ struct OpRun {
   AttributeList attrs;
   int64_t opset = 17;
   int64_t step = 1;
+  /// Gradient accumulation: this micro-batch of the step's `microBatches`.
+  int64_t microBatch = 0;
+  int64_t microBatches = 1;
   uint64_t seed = 0;
   std::vector<std::optional<OwnedTensor>> inputs;
   /// The outputs' types and shapes (contents ignored); nullopt: absent.
@@ -69,6 +72,8 @@ protected:
       outs.push_back(t ? &t->ref : nullptr);
     cpu::KernelCall call{run.op, "test", run.opset, run.attrs, ins, outs};
     call.step = run.step;
+    call.microBatch = run.microBatch;
+    call.microBatches = run.microBatches;
     call.seed = run.seed;
     if (llvm::Error err = cpu::test::runWithWorkspace(fn, call))
       return err;
@@ -116,6 +121,8 @@ protected:
     }
     CudaKernelCall call{run.op, "test", run.opset, run.attrs, ins, outs};
     call.step = run.step;
+    call.microBatch = run.microBatch;
+    call.microBatches = run.microBatches;
     call.seed = run.seed;
     call.stream = stream.get();
     if (llvm::Error err = fn(call))

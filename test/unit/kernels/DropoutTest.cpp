@@ -121,6 +121,54 @@ TEST(DropoutKernels, TrainingFollowsThePhiloxStreamAndScalesExactly) {
   EXPECT_NE(maskAt(7, 42, 6), first);
 }
 
+// With gradient accumulation every micro-batch draws its own mask: the
+// stream is keyed by the count of batches run (sampleStep), so micro-batch
+// k of optimizer step s with N per step draws what plain step
+// (s - 1) * N + k + 1 draws, and the forward's mask is the gradient's.
+TEST(DropoutKernels, EachMicroBatchDrawsItsOwnMask) {
+  const int64_t n = 4096;
+  OwnedTensor x = OwnedTensor::f32({n}, V(n, 1.0));
+  AttributeList a = attrs({intAttr("seed_id", 2), floatAttr("ratio", 0.5)});
+  auto maskOf = [&](int64_t step, int64_t micro, int64_t micros) {
+    std::vector<const TensorRef *> ins{&x.ref};
+    OwnedTensor y(DType::F32, {n}), m(DType::Bool, {n});
+    std::vector<TensorRef *> outs{&y.ref, &m.ref};
+    KernelCall call{"Dropout", "test", 17, a, ins, outs, step, 77};
+    call.microBatch = micro;
+    call.microBatches = micros;
+    EXPECT_EQ(errorText(runWithWorkspace(runDropout, call)), "");
+    return m.values<bool>();
+  };
+  auto gradOf = [&](int64_t step, int64_t micro, int64_t micros) {
+    std::vector<const TensorRef *> ins{&x.ref};
+    OwnedTensor dx(DType::F32, {n});
+    std::vector<TensorRef *> outs{&dx.ref};
+    KernelCall call{"DropoutGrad", "test", 17, a, ins, outs, step, 77};
+    call.microBatch = micro;
+    call.microBatches = micros;
+    EXPECT_EQ(errorText(runWithWorkspace(runDropoutGrad, call)), "");
+    V mask = dx.f32s();
+    for (double &v : mask)
+      v = v != 0;
+    return mask;
+  };
+  std::vector<V> seen;
+  for (int64_t step = 1; step <= 2; ++step)
+    for (int64_t micro = 0; micro < 3; ++micro) {
+      V m = maskOf(step, micro, 3);
+      EXPECT_EQ(m, maskOf((step - 1) * 3 + micro + 1, 0, 1))
+          << "step " << step << " micro-batch " << micro;
+      EXPECT_EQ(gradOf(step, micro, 3), m);
+      for (const V &other : seen)
+        EXPECT_NE(m, other) << "step " << step << " micro-batch " << micro;
+      seen.push_back(m);
+    }
+  // One micro-batch per step: the step itself keys the stream.
+  V plain = maskOf(5, 0, 1);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(plain[i] != 0, expectedKeep(77, 5, 2, i, 0.5f)) << i;
+}
+
 TEST(DropoutKernels, TrainingInBFloat16) {
   OwnedTensor x = OwnedTensor::of<BFloat16>(DType::BF16, {16}, V(16, 1.5));
   OwnedTensor y(DType::BF16, {16}), mask(DType::Bool, {16});
