@@ -60,6 +60,8 @@ void dumpPlanText(const Plan &plan, llvm::raw_ostream &os) {
      << " hw=" << plan.hw();
   if (plan.ranks() > 1)
     os << " ranks=" << plan.ranks() << " zero-stage=" << plan.zero_stage();
+  if (plan.grad_accum() > 1)
+    os << " grad-accum=" << plan.grad_accum();
   os << "\n";
   os << "model " << plan.model_path() << "\n";
   for (const TierInfo &t : plan.tiers())
@@ -112,6 +114,8 @@ void dumpPlanText(const Plan &plan, llvm::raw_ostream &os) {
         os << " wait(" << e << ")";
       for (uint32_t e : inst.signal_events())
         os << " signal(" << e << ")";
+      if (inst.update_only())
+        os << " update-only";
       os << "\n";
     }
   }
@@ -158,6 +162,7 @@ llvm::json::Value planToJson(const Plan &plan) {
     }
     instructions.push_back(llvm::json::Object{
         {"name", inst.name()},
+        {"update_only", inst.update_only()},
         {"op", inst.domain().empty() ? inst.op() : inst.domain() + "." + inst.op()},
         {"stream", streamName(inst.stream())},
         {"inputs", toJsonArray(inst.inputs())},
@@ -171,6 +176,7 @@ llvm::json::Value planToJson(const Plan &plan) {
                             {"hw", plan.hw()},
                             {"ranks", std::max(1u, plan.ranks())},
                             {"zero_stage", plan.zero_stage()},
+                            {"grad_accum", std::max(1u, plan.grad_accum())},
                             {"model", plan.model_path()},
                             {"loss", plan.loss()},
                             {"inputs", toJsonArray(plan.inputs())},

@@ -164,6 +164,8 @@ private:
       n = std::max(n, elementsOf(id));
     return n;
   }
+
+public:
   /// Whether the kernel computes in 16 bits (tensor-core rates).
   bool isHalf(const Instruction &inst) const {
     int id = inst.outputs_size() ? inst.outputs(0) : inst.inputs_size() ? inst.inputs(0) : -1;
@@ -172,6 +174,8 @@ private:
     auto dtype = dtypeFromOnnx(plan.tensors(id).dtype());
     return dtype && (*dtype == DType::F16 || *dtype == DType::BF16);
   }
+
+private:
   /// A ring over the ranks: each step moves 1/ranks of the bytes and pays
   /// the latency once. A bucket is one collective: one latency per step for
   /// all its tensors (they go as one group).
@@ -193,8 +197,11 @@ private:
 
 /// One pass over the plan. `stolen[i]`, for a compute instruction, is the
 /// time other streams' work on the same cores takes from it (empty: none).
+/// `earlyMicroBatch`: a micro-batch before an optimizer step's last, in
+/// which update_only instructions only wait and signal (Plan.proto).
 llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, CostModel model,
-                                        const std::vector<double> &stolen) {
+                                        const std::vector<double> &stolen,
+                                        bool earlyMicroBatch) {
   Prediction out;
   out.timeline.resize(plan.instructions_size());
   CostModelOf costs(plan, hw);
@@ -269,9 +276,10 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
           return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
                            "') names tensor " + llvm::Twine(id) + " of " +
                            llvm::Twine(plan.tensors_size()));
+    const bool skipped = earlyMicroBatch && inst.update_only();
     bool hold = false;
     Follow follow = Follow::No;
-    if (holdWrites && stream == STREAM_NVME) {
+    if (holdWrites && stream == STREAM_NVME && !skipped) {
       if (!held.instructions.empty())
         follow = mustFollowHeld(inst);
       if (follow == Follow::Alone)
@@ -307,8 +315,8 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
       start = std::max(start, streamFree[stream]);
     }
     PredictedInstruction &p = out.timeline[i];
-    p.bytes = costs.bytes(inst);
-    p.flops = inst.flops();
+    p.bytes = skipped ? 0 : costs.bytes(inst);
+    p.flops = skipped ? 0 : inst.flops();
     if (stream == STREAM_NVME)
       laneReached = start;
     if (hold) {
@@ -320,12 +328,14 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
         release();
       continue;
     }
-    double cost = model == CostModel::InstructionCount ? 1e-6 : costs.seconds(inst, p.bytes);
+    double cost = skipped                                ? 0.0
+                  : model == CostModel::InstructionCount ? 1e-6
+                                                         : costs.seconds(inst, p.bytes);
     if (!stolen.empty())
       cost += stolen[i];
     // A copy that finds the tier idle pays the device's latency; one queued
     // behind others has it hidden.
-    if (model == CostModel::Hardware && stream == STREAM_NVME) {
+    if (model == CostModel::Hardware && stream == STREAM_NVME && !skipped) {
       if (laneIdleAt(start))
         cost += costs.nvmeLatency(inst);
       laneUsed = true;
@@ -393,23 +403,87 @@ std::vector<double> stolenFromCompute(const Plan &plan, const Hardware &hw,
   return stolen;
 }
 
-} // namespace
 
-llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
-                                        CostModel model) {
-  auto pred = simulateOnce(plan, hw, model, {});
+/// One micro-batch's run of the plan: an early one, or the last one, which
+/// updates.
+llvm::Expected<Prediction> simulateRun(const Plan &plan, const Hardware &hw, CostModel model,
+                                       bool earlyMicroBatch) {
+  auto pred = simulateOnce(plan, hw, model, {}, earlyMicroBatch);
   if (!pred || model != CostModel::Hardware || hw.copyEngines)
     return pred;
   // Where copies share compute's cores, what compute loses depends on what
   // overlaps it, which depends on how long compute takes: a few rounds
   // from the timeline without sharing settle it.
   for (int round = 0; round < 3; ++round) {
-    auto next = simulateOnce(plan, hw, model, stolenFromCompute(plan, hw, *pred));
+    auto next = simulateOnce(plan, hw, model, stolenFromCompute(plan, hw, *pred),
+                             earlyMicroBatch);
     if (!next)
       return next;
     pred = std::move(next);
   }
   return pred;
+}
+
+/// The FLOPs of the model's forward and backward in one run of the plan:
+/// compute and host kernels, less recomputation (activation checkpointing's
+/// "@recompute" nodes) and the update. The share of them in half
+/// precision decides which peak utilisation is measured against.
+struct ModelFlops {
+  double total = 0;
+  double half = 0;
+};
+
+ModelFlops modelFlops(const Plan &plan, const Hardware &hw) {
+  CostModelOf costs(plan, hw);
+  ModelFlops f;
+  for (const Instruction &inst : plan.instructions()) {
+    if (inst.update_only() || inst.flops() == 0 ||
+        llvm::StringRef(inst.name()).contains("@recompute"))
+      continue;
+    if (inst.stream() != STREAM_COMPUTE && inst.stream() != STREAM_HOST)
+      continue;
+    f.total += static_cast<double>(inst.flops());
+    if (costs.isHalf(inst))
+      f.half += static_cast<double>(inst.flops());
+  }
+  return f;
+}
+
+} // namespace
+
+llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
+                                        CostModel model) {
+  auto last = simulateRun(plan, hw, model, /*earlyMicroBatch=*/false);
+  if (!last)
+    return last;
+  const unsigned n = plan.grad_accum() > 1 ? plan.grad_accum() : 1;
+  last->microBatches = n;
+  last->lastMicroBatchSeconds = last->stepSeconds;
+  last->microBatchSeconds = last->stepSeconds;
+  if (n > 1) {
+    auto early = simulateRun(plan, hw, model, /*earlyMicroBatch=*/true);
+    if (!early)
+      return early;
+    // The runtime runs the micro-batches one after another, each run
+    // joining every stream at its end.
+    last->microBatchSeconds = early->stepSeconds;
+    last->stepSeconds += (n - 1) * early->stepSeconds;
+    for (unsigned s = 0; s < kNumStreams; ++s)
+      last->busySeconds[s] += (n - 1) * early->busySeconds[s];
+    last->lowerBoundSeconds = 0;
+    for (unsigned s = 0; s < kNumStreams; ++s)
+      if (last->busySeconds[s] > last->lowerBoundSeconds) {
+        last->lowerBoundSeconds = last->busySeconds[s];
+        last->bottleneck = static_cast<Stream>(s);
+      }
+  }
+  if (model == CostModel::Hardware && last->stepSeconds > 0) {
+    ModelFlops f = modelFlops(plan, hw);
+    double peak = f.half * 2 > f.total ? hw.gpuFlopsHalf : hw.gpuFlopsFp32;
+    if (peak > 0)
+      last->modelFlopsUtilization = n * f.total / (last->stepSeconds * peak);
+  }
+  return last;
 }
 
 llvm::Expected<Hardware> planHardware(const Plan &plan) {

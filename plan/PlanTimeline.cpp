@@ -2,6 +2,7 @@
 #include "zinc/plan/PlanTimeline.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <algorithm>
 #include <cmath>
 
 namespace zinc::plan {
@@ -26,11 +27,15 @@ llvm::json::Value predictionSummary(const Prediction &prediction) {
   llvm::json::Object busy;
   for (unsigned s = 0; s < kNumStreams; ++s)
     busy[streamName(static_cast<Stream>(s))] = prediction.busySeconds[s];
-  return llvm::json::Object{{"step_seconds", prediction.stepSeconds},
-                            {"lower_bound_seconds", prediction.lowerBoundSeconds},
-                            {"overlap_efficiency", prediction.overlapEfficiency()},
-                            {"bottleneck", streamName(prediction.bottleneck)},
-                            {"busy_seconds", std::move(busy)}};
+  return llvm::json::Object{
+      {"step_seconds", prediction.stepSeconds},
+      {"micro_batches", prediction.microBatches},
+      {"micro_batch_seconds", prediction.stepSeconds / std::max(1u, prediction.microBatches)},
+      {"lower_bound_seconds", prediction.lowerBoundSeconds},
+      {"overlap_efficiency", prediction.overlapEfficiency()},
+      {"model_flops_utilization", prediction.modelFlopsUtilization},
+      {"bottleneck", streamName(prediction.bottleneck)},
+      {"busy_seconds", std::move(busy)}};
 }
 
 std::string planSummary(const Plan &plan, const Prediction &prediction) {
@@ -41,10 +46,16 @@ std::string planSummary(const Plan &plan, const Prediction &prediction) {
     if (t.capacity())
       text += " of " + bytesText(t.capacity());
   }
-  text += "; predicted step " + secondsText(prediction.stepSeconds) + " (lower bound " +
-          secondsText(prediction.lowerBoundSeconds) + ", " +
+  text += "; predicted step " + secondsText(prediction.stepSeconds);
+  if (prediction.microBatches > 1)
+    text += " (" + std::to_string(prediction.microBatches) + " micro-batches, " +
+            secondsText(prediction.stepSeconds / prediction.microBatches) + " each)";
+  text += " (lower bound " + secondsText(prediction.lowerBoundSeconds) + ", " +
           streamName(prediction.bottleneck) + "-bound), overlap efficiency " +
           llvm::formatv("{0:f2}", prediction.overlapEfficiency()).str();
+  if (prediction.modelFlopsUtilization > 0)
+    text += ", model FLOPs utilization " +
+            llvm::formatv("{0:f3}", prediction.modelFlopsUtilization).str();
   uint64_t h2d = 0, d2h = 0, nvmeRead = 0, nvmeWrite = 0, collective = 0;
   for (int i = 0; i < plan.instructions_size(); ++i) {
     const Instruction &inst = plan.instructions(i);

@@ -75,6 +75,11 @@ static cl::opt<double> clipGradNorm(
     cl::desc("Scale the gradients to this 2-norm when above it, as "
              "torch.nn.utils.clip_grad_norm_ (default: no clipping)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> gradAccum(
+    "grad-accum",
+    cl::desc("Micro-batches per optimizer step: their gradients are summed, each "
+             "micro-batch's loss gradient divided by N, then one update (default 1)"),
+    cl::init(1), cl::cat(compileCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"),
                                       cl::init("fp32"), cl::cat(compileCategory));
 static cl::opt<std::string> lossScale(
@@ -330,6 +335,18 @@ static Error compile() {
   training.momentum = momentum;
   training.nesterov = nesterov;
   training.fuseAttention = fuseAttention;
+  if (gradAccum.getNumOccurrences()) {
+    if (gradAccum < 1 || gradAccum > (int64_t(1) << 20))
+      return zinc::makeError("--grad-accum=" + llvm::Twine(int64_t(gradAccum)) +
+                             " must be between 1 and 1048576 micro-batches");
+    if (gradAccum > 1 && mode != "train")
+      return zinc::makeError("--grad-accum sums the gradients of a training step: it "
+                             "needs --mode=train");
+    if (gradAccum > 1 && training.optimizer == zinc::OptimizerKind::None)
+      return zinc::makeError("--grad-accum sums gradients for an update: it has no "
+                             "effect with --optimizer=none");
+    training.gradAccum = gradAccum;
+  }
   if (clipGradNorm.getNumOccurrences()) {
     if (training.optimizer == zinc::OptimizerKind::None)
       return zinc::makeError("--clip-grad-norm clips the gradients an update reads: it "
@@ -409,6 +426,10 @@ static Error compile() {
                            delayedUpdates + "'");
   if (delayedUpdates.getNumOccurrences() && !delayUpdates)
     return zinc::makeError("--dpu-updates places the delayed updates of --dpu: add --dpu");
+  if (delayUpdates && training.gradAccum > 1)
+    return zinc::makeError("--grad-accum cannot be combined with --dpu: a delayed update "
+                           "would apply a step's accumulated gradients while the next "
+                           "step's micro-batches add into them");
   if (delayUpdates && training.clipGradNorm > 0)
     return zinc::makeError("--clip-grad-norm cannot be combined with --dpu: a delayed update "
                            "applies the previous step's gradients, and their norm is not "
@@ -504,6 +525,7 @@ static Error compile() {
   emitOpts.loss = *loss;
   emitOpts.layout = ctx.layout.get();
   emitOpts.zeroStage = zeroStage;
+  emitOpts.gradAccum = static_cast<unsigned>(training.gradAccum);
   auto emitting = phases.time("emit");
   auto plan = zinc::emitPlan(**graph, emitOpts);
   emitting.reset();

@@ -63,20 +63,23 @@ private:
   unsigned count = 0;
 };
 
-/// The gradient of the loss, 1: a Constant of the loss's type whose value is
-/// named "<loss>.grad", the name mixed-precision finds it by to seed it with
-/// the loss scale instead.
-ir::Value *appendLossGradSeed(ir::Graph &g, const ir::Value &loss) {
+/// The gradient of the loss, 1, or 1/N with N micro-batches per update (as
+/// `(loss / N).backward()` seeds it): a Constant of the loss's type whose
+/// value is named "<loss>.grad", the name mixed-precision finds it by to
+/// seed it with the loss scale (divided by N) instead.
+ir::Value *appendLossGradSeed(ir::Graph &g, const ir::Value &loss, int64_t microBatches) {
   TensorData one;
   one.dtype = loss.dtype;
   one.shape.assign(loss.shape.begin(), loss.shape.end()); // one element
   one.bytes.resize(dtypeSize(loss.dtype));
   auto put = [&](auto v) { std::memcpy(one.bytes.data(), &v, sizeof(v)); };
+  // 1 / N in the loss's type, as PyTorch divides a float loss by N.
+  const float seedF = 1.0f / static_cast<float>(microBatches);
   switch (loss.dtype) {
-  case DType::F64: put(1.0); break;
-  case DType::F16: put(floatToHalf(1.0f)); break;
-  case DType::BF16: put(floatToBf16(1.0f)); break;
-  default: put(1.0f); break; // findLossOutput admits float losses only
+  case DType::F64: put(1.0 / static_cast<double>(microBatches)); break;
+  case DType::F16: put(floatToHalf(seedF)); break;
+  case DType::BF16: put(floatToBf16(seedF)); break;
+  default: put(seedF); break; // findLossOutput admits float losses only
   }
   Attribute value;
   value.name = "value";
@@ -212,7 +215,7 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
                      "the loss '" + (*loss)->name + "'");
 
   GradientMap grads(g);
-  grads.accumulate(*loss, appendLossGradSeed(g, **loss), *(*loss)->def);
+  grads.accumulate(*loss, appendLossGradSeed(g, **loss, opts.gradAccum), *(*loss)->def);
 
   for (ir::Node *n : llvm::reverse(forward)) {
     llvm::SmallVector<ir::Value *, 4> outGrads;

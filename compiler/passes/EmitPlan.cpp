@@ -3,6 +3,7 @@
 #include "zinc/passes/NodeFlops.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/TierLayout.h"
+#include "zinc/passes/UpdatePhase.h"
 #include "llvm/Support/MathExtras.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
@@ -329,6 +330,11 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
   p.set_opset_version(g.opsetVersion);
   p.set_ranks(g.ranks);
   p.set_zero_stage(opts.zeroStage);
+  llvm::DenseSet<const ir::Node *> updateOnly;
+  if (opts.gradAccum > 1) {
+    p.set_grad_accum(opts.gradAccum);
+    updateOnly = passes::updateOnlyNodes(g);
+  }
   p.set_mode(opts.mode);
   p.set_hw(opts.hw);
   p.set_hardware_json(opts.hardwareJson);
@@ -408,6 +414,8 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
     inst->set_domain(n->domain);
     inst->set_op(n->opType);
     inst->set_stream(toPlanStream(n->stream));
+    if (updateOnly.count(n))
+      inst->set_update_only(true);
     if (n->stream == ir::Stream::Compute || n->stream == ir::Stream::Host)
       inst->set_flops(passes::estimateFlops(*n));
     for (const ir::Value *in : n->inputs)

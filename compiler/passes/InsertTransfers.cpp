@@ -65,6 +65,7 @@ public:
       }
       ir::Tier here = execTier(*n);
       std::vector<ir::Value *> written;
+      std::vector<std::pair<ir::Value *, ir::Node *>> storedBack;
       for (unsigned i = 0; i < n->inputs.size(); ++i) {
         ir::Value *home = n->inputs[i];
         if (home && n->writesInput(i))
@@ -74,7 +75,7 @@ public:
         ir::Value *local = residentCopy(home, here, n);
         n->setInput(i, local);
         if (n->writesInput(i))
-          writeBack(local, home, n);
+          storedBack.push_back({home, writeBack(local, home, n)});
       }
       for (ir::Value *out : n->outputs)
         if (out)
@@ -87,6 +88,11 @@ public:
       // later user (a GPU copy of a host-updated master) waits for it.
       for (ir::Value *home : written)
         noteWritten(home, n);
+      // A home stored back after the node is complete at the store: a later
+      // fetch of it (a host-updated gradient accumulator the update reads)
+      // must follow that, not only the node.
+      for (auto [home, store] : storedBack)
+        lastWriter[home] = store;
       for (unsigned i = 0; i < n->inputs.size(); ++i)
         if (n->inputs[i] && n->writesInput(i))
           lastWriter[n->inputs[i]] = n;
@@ -198,8 +204,9 @@ private:
     return copy;
   }
 
-  /// After `writer` updated `local` in place, store it back into `home`.
-  void writeBack(ir::Value *local, ir::Value *home, ir::Node *writer) {
+  /// After `writer` updated `local` in place, store it back into `home`;
+  /// returns the store.
+  ir::Node *writeBack(ir::Value *local, ir::Value *home, ir::Node *writer) {
     ir::Node *after = g.nextNode(writer);
     ir::Value *src = local;
     if ((local->tier == ir::Tier::Gpu && home->tier == ir::Tier::Nvme)) {
@@ -212,6 +219,7 @@ private:
     lastWriter[home] = store;
     if (hw && home->tier == ir::Tier::Nvme)
       noteHostBoundNvmeCopy(home->byteSize(), src->tier, home->tier);
+    return store;
   }
 
   void noteHostBoundNvmeCopy(uint64_t bytes, ir::Tier from, ir::Tier to) {

@@ -288,6 +288,9 @@ llvm::Error Rewriter::run(const ir::Value *loss, ir::Value *seed,
     ir::Node *seedDef = seed->def;
     AttributeList attrs;
     attrs.set(makeFloatAttr("init_scale", opts.initialLossScale));
+    // scaler.scale(loss / N).backward() seeds with scale / N.
+    if (opts.gradAccum > 1)
+      attrs.set(makeFloatAttr("divisor", static_cast<double>(opts.gradAccum)));
     g.insertNode(seedDef, "LossScale", g.uniqueNodeName(seedDef->name + "/loss_scale"),
                  {scale}, {seed}, std::move(attrs), "zinc");
     g.eraseNode(seedDef);

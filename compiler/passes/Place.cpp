@@ -70,6 +70,18 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
       if (in && in->role == ir::ValueRole::State && usersOf(*in).size() == 1)
         in->tier = mem.optimizerTier;
+    // A gradient accumulator (--grad-accum) lives with the states too: the
+    // micro-batches' gradients are added into it where the update runs, and
+    // what reads it for clipping reads it there.
+    ir::Value *grad = opt->inputs[1];
+    if (grad && grad->role == ir::ValueRole::State) {
+      grad->tier = mem.optimizerTier;
+      if (mem.optimizerTier != ir::Tier::Gpu)
+        for (ir::Node *user : usersOf(*grad))
+          if (user->domain == "zinc" &&
+              (user->opType == "AccumulateGrad" || user->opType == "SumGradSquares"))
+            user->stream = ir::Stream::Host;
+    }
   }
 
   // The weights compute reads: the master itself, its mixed-precision copy,

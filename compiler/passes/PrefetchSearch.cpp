@@ -40,6 +40,7 @@ static llvm::Expected<plan::Prediction> predict(const ir::Graph &g, const PassCo
   opts.gpuCapacity = ctx.memory.gpuCapacity;
   opts.cpuCapacity = ctx.memory.cpuCapacity;
   opts.nvmeCapacity = ctx.memory.nvmeCapacity;
+  opts.gradAccum = static_cast<unsigned>(ctx.training.gradAccum);
   auto plan = emitPlan(g, opts);
   if (!plan)
     return plan.takeError();

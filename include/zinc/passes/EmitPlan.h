@@ -16,6 +16,9 @@ struct EmitOptions {
   std::string hardwareJson;
   /// --zero-stage, recorded in the plan (the graph carries the ranks).
   unsigned zeroStage = 0;
+  /// --grad-accum: micro-batches per optimizer step; above 1 the plan marks
+  /// the instructions only the last one runs (UpdatePhase.h).
+  unsigned gradAccum = 1;
   /// Tier capacities in bytes; 0 means unbounded.
   uint64_t gpuCapacity = 0;
   uint64_t cpuCapacity = 0;

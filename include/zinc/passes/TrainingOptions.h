@@ -47,6 +47,10 @@ struct TrainingOptions {
   /// --clip-grad-norm: torch.nn.utils.clip_grad_norm_(params, MAX) before
   /// each update (the clip-grad-norm pass); 0 for none.
   double clipGradNorm = 0;
+  /// --grad-accum: micro-batches per optimizer step, each one's loss
+  /// gradient 1/N, their gradients summed into f32 accumulators the updates
+  /// read (the accumulate-gradients pass); 1 for none.
+  int64_t gradAccum = 1;
 
   /// fuse-attention: attention chains become zinc.Attention (O(T) memory).
   bool fuseAttention = true;

@@ -50,14 +50,27 @@ struct PredictedInstruction {
 };
 
 struct Prediction {
+  /// One optimizer step: with gradient accumulation (Plan.grad_accum), the
+  /// early micro-batches' runs (update_only instructions only wait and
+  /// signal) and then the last one's, one after another.
   double stepSeconds = 0;
+  unsigned microBatches = 1;
+  /// A run of an early micro-batch, and of the last one (which updates);
+  /// both the step without accumulation.
+  double microBatchSeconds = 0;
+  double lastMicroBatchSeconds = 0;
+  /// The model's forward and backward FLOPs per step (no recomputation, no
+  /// update) over the step's seconds times the GPU's peak rate for the
+  /// precision most of them run in; 0 with the instruction-count model.
+  double modelFlopsUtilization = 0;
   /// max(compute, busiest link): no schedule of this work is faster.
   double lowerBoundSeconds = 0;
-  /// Seconds each stream is busy (the same order as the Stream enum).
+  /// Seconds each stream is busy in the step (the same order as the
+  /// Stream enum).
   std::array<double, kNumStreams> busySeconds{};
   /// The stream whose busy time is the lower bound.
   Stream bottleneck = STREAM_COMPUTE;
-  /// In plan order.
+  /// In plan order: the last micro-batch's run.
   std::vector<PredictedInstruction> timeline;
 
   double overlapEfficiency() const {

@@ -80,7 +80,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
             "unknown pass 'tile-everything'; valid passes: fuse-gelu, fuse-silu, fuse-rms-norm, fuse-attention, tile, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fold-scale, fuse-bias, triangular-products, concat-in-place, dce, "
-            "checkpoint, partition, schedule, "
+            "checkpoint, partition, accumulate-gradients, clip-grad-norm, schedule, "
             "place, insert-transfers, spill, allocate");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
   EXPECT_EQ(message(pm.parsePipeline("dce,,dce")),
@@ -210,7 +210,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
             "unknown pass 'nope' to print after; valid passes: fuse-gelu, fuse-silu, fuse-rms-norm, fuse-attention, tile, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fold-scale, fuse-bias, triangular-products, concat-in-place, dce, "
-            "checkpoint, partition, schedule, "
+            "checkpoint, partition, accumulate-gradients, clip-grad-norm, schedule, "
             "place, insert-transfers, spill, allocate");
 }
 
