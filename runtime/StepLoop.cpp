@@ -27,10 +27,14 @@ namespace zinc::rt {
 
 namespace {
 
-/// Where each step's inputs come from.
+/// Where each micro-batch's inputs come from (without gradient
+/// accumulation a micro-batch is a step).
 class InputFeeder {
 public:
-  llvm::Error open(Program &program, const RunOptions &opts) {
+  /// `microBatches`: how many the plan runs per optimizer step; a data file
+  /// or folder must hold at least that many, or a step would see one twice.
+  llvm::Error open(Program &program, const RunOptions &opts,
+                   unsigned microBatches) {
     seed = opts.seed;
     rank = program.rank();
     ranks = program.ranks();
@@ -59,7 +63,8 @@ public:
       if (!feeder)
         return feeder.takeError();
       shards = std::move(*feeder);
-      return llvm::Error::success();
+      return checkEnough(opts.dataPath, shards->totalSteps(), microBatches,
+                         /*folder=*/true);
     }
     auto file = SafetensorsFile::open(opts.dataPath);
     if (!file)
@@ -69,24 +74,41 @@ public:
     if (!steps)
       return steps.takeError();
     dataSteps = static_cast<uint64_t>(*steps);
-    return llvm::Error::success();
+    return checkEnough(opts.dataPath, dataSteps, microBatches,
+                       /*folder=*/false);
   }
 
-  llvm::Error feed(Program &program, unsigned step) {
+  /// Feeds micro-batch `index` of the run (optimizer step i's k-th of N is
+  /// i * N + k): the data's slice `index` mod its length.
+  llvm::Error feed(Program &program, uint64_t index) {
     if (tokens)
-      return tokens->feed(program, step);
+      return tokens->feed(program, index);
     if (shards)
-      return shards->feed(program, step);
+      return shards->feed(program, index);
     if (data) {
-      feedStepSlice(program, *data, step % dataSteps);
+      feedStepSlice(program, *data, index % dataSteps);
       return llvm::Error::success();
     }
     for (uint32_t id : program.getPlan().inputs())
-      fillSynthetic(program.tensor(id), seed * 1000003 + step * 7919 + id + rank * 104729);
+      fillSynthetic(program.tensor(id),
+                    seed * 1000003 + index * 7919 + id + rank * 104729);
     return llvm::Error::success();
   }
 
 private:
+  static llvm::Error checkEnough(llvm::StringRef path, uint64_t held,
+                                 unsigned microBatches, bool folder) {
+    if (held >= microBatches)
+      return llvm::Error::success();
+    return makeError(path + (folder ? ": its shards hold " : ": holds ") +
+                     llvm::Twine(held) +
+                     " micro-batches along the first axis, but the plan runs " +
+                     llvm::Twine(microBatches) +
+                     " per optimizer step (zinc-compile --grad-accum=" +
+                     llvm::Twine(microBatches) +
+                     "), and a step needs that many distinct ones");
+  }
+
   /// Floats ~ N(0,1); integers and bools zero, which is a valid index,
   /// class and mask for any model.
   static void fillSynthetic(cpu::TensorRef &ref, uint64_t streamSeed) {
@@ -135,6 +157,22 @@ static llvm::Optional<double> readScalar(const cpu::TensorRef &t) {
   case DType::BF16: return bf16ToFloat(*t.as<uint16_t>());
   default: return llvm::None;
   }
+}
+
+static void addBytes(TransferBytes &sum, const TransferBytes &b) {
+  sum.h2d += b.h2d;
+  sum.d2h += b.d2h;
+  sum.nvmeRead += b.nvmeRead;
+  sum.nvmeWrite += b.nvmeWrite;
+}
+
+static void addNvmeIo(NvmeIoStats &sum, const NvmeIoStats &io) {
+  sum.readBytes += io.readBytes;
+  sum.writeBytes += io.writeBytes;
+  sum.readRequests += io.readRequests;
+  sum.writeRequests += io.writeRequests;
+  sum.readBusySeconds += io.readBusySeconds;
+  sum.writeBusySeconds += io.writeBusySeconds;
 }
 
 static llvm::json::Value metricsLine(const StepReport &r) {
@@ -362,8 +400,11 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
                   "), which it keeps (to continue instead, give --resume)");
   }
   auto stopping = [&] { return opts.stopRequested && opts.stopRequested(); };
+  // Gradient accumulation: the plan runs this many times per optimizer
+  // step, the update only in the last (Plan.grad_accum).
+  const unsigned microBatches = std::max(1u, program.getPlan().grad_accum());
   InputFeeder feeder;
-  if (auto err = feeder.open(program, opts))
+  if (auto err = feeder.open(program, opts, microBatches))
     return err;
   // Read while the state is in host memory, after a resume.
   LrReport lrReport;
@@ -446,35 +487,63 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
       stopped = true;
       break;
     }
-    if (auto err = feeder.feed(program, step))
-      return err;
-    if (opts.hooks)
-      if (auto err = opts.hooks->inputsToDevice(
-              llvm::makeArrayRef(plan.inputs().data(), plan.inputs().size())))
-        return addContext(std::move(err), "step " + llvm::Twine(step));
-    uint64_t gathered = comm ? comm->bytes().allgather.load() : 0;
-    uint64_t scattered = comm ? comm->bytes().reduceScatter.load() : 0;
-    uint64_t reduced = comm ? comm->bytes().allreduce.load() : 0;
-    auto result = (*executor)->run(step + 1, tracing);
-    if (!result)
-      return addContext(result.takeError(), "step " + llvm::Twine(step));
     StepReport report;
     report.step = step;
     report.steps = opts.steps;
-    report.seconds = result->seconds;
-    report.measuredGpuPeak = result->measuredGpuPeak;
-    report.measuredCpuPeak = result->measuredCpuPeak;
-    report.bytes = result->bytes;
-    if (result->hasNvme)
-      report.nvmeIo = result->nvmeIo;
     report.reporting = reporting;
+    uint64_t gathered = comm ? comm->bytes().allgather.load() : 0;
+    uint64_t scattered = comm ? comm->bytes().reduceScatter.load() : 0;
+    uint64_t reduced = comm ? comm->bytes().allreduce.load() : 0;
+    // The optimizer step's micro-batches: the step's loss is the mean of
+    // theirs, its time and traffic their sums; the rest is read after the
+    // last, which ran the update. A stop request waits for the step's end:
+    // a checkpoint never holds half an accumulated gradient.
+    double lossSum = 0;
+    bool lossKnown = lossId >= 0;
+    for (unsigned micro = 0; micro < microBatches; ++micro) {
+      auto where = [&]() -> std::string {
+        std::string at = "step " + std::to_string(step);
+        return microBatches > 1 ? at + ", micro-batch " + std::to_string(micro)
+                                : at;
+      };
+      if (auto err =
+              feeder.feed(program, uint64_t(step) * microBatches + micro))
+        return err;
+      if (opts.hooks)
+        if (auto err = opts.hooks->inputsToDevice(
+                llvm::makeArrayRef(plan.inputs().data(), plan.inputs().size())))
+          return addContext(std::move(err), where());
+      auto result = (*executor)->run(step + 1, tracing, micro, microBatches);
+      if (!result)
+        return addContext(result.takeError(), where());
+      double seconds = result->seconds;
+      report.seconds += seconds;
+      report.measuredGpuPeak = result->measuredGpuPeak;
+      report.measuredCpuPeak = result->measuredCpuPeak;
+      addBytes(report.bytes, result->bytes);
+      if (result->hasNvme) {
+        if (!report.nvmeIo)
+          report.nvmeIo.emplace();
+        addNvmeIo(*report.nvmeIo, result->nvmeIo);
+      }
+      if (lossKnown) {
+        llvm::Optional<double> loss = readScalar(program.tensor(lossId));
+        lossKnown = loss.hasValue();
+        lossSum += loss.getValueOr(0);
+      }
+      // Every micro-batch is traced, one after another on the run's
+      // timeline.
+      if (tracing)
+        traced.push_back({elapsed, std::move(*result)});
+      elapsed += seconds;
+    }
     if (comm) {
       report.allgatherBytes = comm->bytes().allgather - gathered;
       report.reduceScatterBytes = comm->bytes().reduceScatter - scattered;
       report.allreduceBytes = comm->bytes().allreduce - reduced;
     }
-    if (lossId >= 0)
-      report.loss = readScalar(program.tensor(lossId));
+    if (lossKnown)
+      report.loss = lossSum / microBatches;
     if (report.loss && comm && ranks > 1) {
       // Each rank's loss is the mean over its share of the batch: their
       // mean is the whole batch's.
@@ -506,9 +575,6 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
         return err;
     }
     onStep(report);
-    if (tracing)
-      traced.push_back({elapsed, std::move(*result)});
-    elapsed += report.seconds;
     uint64_t stepsDone = step + 1;
     if (checkpointing && willCheckpoint(stepsDone) && !stopping()) {
       if (auto err = stateToHost())

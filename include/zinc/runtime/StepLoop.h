@@ -42,8 +42,11 @@ struct StartupReport {
 };
 
 struct RunOptions {
+  /// Optimizer steps; with gradient accumulation (Plan.grad_accum = N) each
+  /// runs the plan N times.
   unsigned steps = 1;
-  /// safetensors with one tensor per graph input, first dim = step.
+  /// safetensors with one tensor per graph input, first dim = micro-batch
+  /// (the step, without gradient accumulation).
   std::string dataPath;
   /// A flat file of token ids instead (TokenData.h): "tokens-u16" or
   /// "tokens-u32", the INPUT,TARGET graph inputs it feeds, and the order of
@@ -87,7 +90,9 @@ struct RunOptions {
   llvm::Optional<StartupTimes> startup;
 };
 
-/// What one step did, for the tool to print.
+/// What one optimizer step did, for the tool to print. With gradient
+/// accumulation: the loss is the mean of the micro-batches', seconds and
+/// bytes their sums, the rest as the last micro-batch left it.
 struct StepReport {
   unsigned step = 0;
   unsigned steps = 0;
@@ -122,7 +127,10 @@ struct StepReport {
 
 /// Runs `opts.steps` steps: feeds inputs (data slice `i mod len`, or seeded
 /// synthetic values), executes, reports each step to `onStep`, and writes
-/// the metrics, outputs, weights and trace files asked for. With several
+/// the metrics, outputs, weights and trace files asked for. With gradient
+/// accumulation over N micro-batches, step i runs the plan N times on the
+/// data's micro-batches i*N .. i*N+N-1, and the trace holds every one of
+/// them; checkpoints stay at optimizer steps' ends. With several
 /// ranks, each takes its 1/N of the batch the data file holds per step,
 /// the loss reported is the ranks' mean, and rank 0 writes the files (the
 /// weights gathered from every rank's shards).
