@@ -41,6 +41,22 @@ llvm::SmallVector<ir::Node *, 4> usersOf(const ir::Value &v) {
   return users;
 }
 
+/// Where gradient accumulators (--grad-accum) live: with the optimizer's
+/// states, except that with the states on NVMe they stay in CPU memory when
+/// all of them take at most half of it: every micro-batch reads and writes
+/// them, while the states move once per step.
+ir::Tier gradientAccumulatorTier(llvm::ArrayRef<ir::Node *> optimizers,
+                                 const MemoryOptions &mem) {
+  if (mem.optimizerTier != ir::Tier::Nvme)
+    return mem.optimizerTier;
+  uint64_t bytes = 0;
+  for (const ir::Node *opt : optimizers)
+    if (const ir::Value *grad = opt->inputs[1]; grad && grad->role == ir::ValueRole::State)
+      bytes += grad->byteSize();
+  bool fits = mem.cpuCapacity == 0 || bytes <= mem.cpuCapacity / 2;
+  return fits ? ir::Tier::Cpu : ir::Tier::Nvme;
+}
+
 } // namespace
 
 llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
@@ -56,6 +72,7 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
 
   bool changed = false;
   llvm::DenseSet<const ir::Value *> masters;
+  const ir::Tier accumulatorTier = gradientAccumulatorTier(optimizers, mem);
   for (ir::Node *opt : optimizers) {
     if (mem.optimizerTier != ir::Tier::Gpu) {
       opt->stream = ir::Stream::Host;
@@ -70,12 +87,12 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
       if (in && in->role == ir::ValueRole::State && usersOf(*in).size() == 1)
         in->tier = mem.optimizerTier;
-    // A gradient accumulator (--grad-accum) lives with the states too: the
-    // micro-batches' gradients are added into it where the update runs, and
-    // what reads it for clipping reads it there.
+    // A gradient accumulator (--grad-accum): the micro-batches' gradients
+    // are added into it where the update runs, and what reads it for
+    // clipping reads it there.
     ir::Value *grad = opt->inputs[1];
     if (grad && grad->role == ir::ValueRole::State) {
-      grad->tier = mem.optimizerTier;
+      grad->tier = accumulatorTier;
       if (mem.optimizerTier != ir::Tier::Gpu)
         for (ir::Node *user : usersOf(*grad))
           if (user->domain == "zinc" &&

@@ -276,7 +276,8 @@ def make_optimizer(name, params, **kw):
 
 
 def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False,
-                    lr_factors=None, clip_grad_norm=None, grad_norms=None, **kw):
+                    lr_factors=None, clip_grad_norm=None, grad_norms=None, grad_accum=1,
+                    **kw):
     """Trains `model` in place for `steps` steps (step i feeds slice i);
     returns the loss of each step, measured before its update. `delayed`:
     ZeRO-Offload's delayed parameter update, as zinc-compile --dpu does it:
@@ -286,7 +287,8 @@ def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False,
     optimizer step as Trainer does (a delayed run's step 0 makes none).
     `clip_grad_norm`: torch.nn.utils.clip_grad_norm_(params, MAX) between
     backward and the update; each step's norm is appended to `grad_norms`
-    when given."""
+    when given. `grad_accum`: N micro-batches per step, `(loss / N).backward()`
+    each, step i reading slices iN .. iN+N-1; the loss returned is their mean."""
     opt = make_optimizer(optimizer, model.parameters(), **kw)
     schedule = None
     if lr_factors is not None:
@@ -296,8 +298,12 @@ def train_reference(model, data, optimizer="adamw", steps=STEPS, delayed=False,
     losses = []
     for i in range(steps):
         opt.zero_grad()
-        loss = model(*step_inputs(data, i))
-        loss.backward()
+        micro_losses = []
+        for k in range(grad_accum):
+            micro = model(*step_inputs(data, i * grad_accum + k))
+            (micro / grad_accum if grad_accum > 1 else micro).backward()
+            micro_losses.append(float(micro))
+        loss = sum(micro_losses) / grad_accum
         if clip_grad_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
             if grad_norms is not None:
