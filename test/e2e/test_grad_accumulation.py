@@ -98,14 +98,14 @@ class GptAccumulationTest(unittest.TestCase):
         argv = [self.run_bin, plan, "--backend=cpu", "--steps=%d" % STEPS,
                 "--data=" + self.path(data), "--nvme-dir=" + nvme,
                 "--metrics=" + self.path(name + ".jsonl"),
-                "--save-weights=" + self.path(name + ".safetensors")] + list(run_flags)
+                "--save-weights=" + self.path(name + "-weights.safetensors")] + list(run_flags)
         if ranks > 1:
             from test_zero import mpirun, run_ranks
             run_ranks(mpirun(ranks) + argv)
         else:
             run_tool(argv)
         result = (read_metrics(self.path(name + ".jsonl")),
-                  st.load_file(self.path(name + ".safetensors")))
+                  st.load_file(self.path(name + "-weights.safetensors")))
         self.runs[name] = result
         return result
 
