@@ -186,21 +186,27 @@ Program::load(llvm::StringRef planPath, const LoadOptions &opts) {
   auto plan = plan::readPlanFile(planPath);
   if (!plan)
     return plan.takeError();
-  if (auto err = plan::verifyPlanPaths(*plan))
-    return addContext(std::move(err), planPath);
+  return fromPlanChecked(std::move(*plan), opts, planPath);
+}
+
+llvm::Expected<std::unique_ptr<Program>>
+Program::fromPlanChecked(plan::Plan plan, const LoadOptions &opts,
+                         llvm::StringRef what) {
+  if (auto err = plan::verifyPlanPaths(plan))
+    return addContext(std::move(err), what);
   // About the command line, not the plan: no file prefix.
-  if (auto err = checkNvmeDir(*plan, opts))
+  if (auto err = checkNvmeDir(plan, opts))
     return err;
-  if (auto err = checkRanks(*plan, opts))
+  if (auto err = checkRanks(plan, opts))
     return err;
   // Before an arena is reserved or a weight read: the reservations succeed
   // whatever their size, and the OOM killer would end the run in step 0.
-  if (auto err = checkHostMemory(hostMemoryNeed(*plan, opts.gpuTierInHostMemory),
+  if (auto err = checkHostMemory(hostMemoryNeed(plan, opts.gpuTierInHostMemory),
                                  hostMemoryLimit()))
-    return addContext(std::move(err), planPath);
-  auto prog = create(std::move(*plan), opts, /*verify=*/true);
+    return addContext(std::move(err), what);
+  auto prog = create(std::move(plan), opts, /*verify=*/true);
   if (!prog)
-    return addContext(prog.takeError(), planPath);
+    return addContext(prog.takeError(), what);
   return prog;
 }
 

@@ -2,6 +2,7 @@
 #include "zinc/runtime/StepLoop.h"
 #include "zinc/plan/PlanNames.h"
 #include "zinc/runtime/Checkpoint.h"
+#include "zinc/runtime/EvalProgram.h"
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/GradNorm.h"
 #include "zinc/runtime/LrReport.h"
@@ -17,8 +18,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
@@ -481,6 +482,74 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
   auto stateToHost = [&]() -> llvm::Error {
     return opts.hooks ? opts.hooks->stateToHost() : llvm::Error::success();
   };
+  // Evaluation: its own feeder and executor over the evaluation program,
+  // set up before the first step so that bad eval data stops the run there.
+  InputFeeder evalFeeder;
+  std::unique_ptr<Executor> evalExecutor;
+  int evalLossId = -1;
+  if (opts.evalProgram) {
+    Program &eval = *opts.evalProgram;
+    evalLossId = eval.getPlan().loss();
+    if (evalLossId < 0 || evalLossId >= eval.getPlan().tensors_size())
+      return makeError(
+          "--eval-data: the plan's evaluation program has no loss");
+    if (auto err = inHostMemory(static_cast<uint32_t>(evalLossId),
+                                "the evaluation loss"))
+      return err;
+    RunOptions evalData;
+    evalData.dataPath = opts.evalDataPath;
+    evalData.dataFormat = opts.dataFormat;
+    evalData.dataInputs = opts.dataInputs;
+    if (!opts.dataFormat.empty())
+      evalData.dataOrder = "sequential";
+    evalData.seed = opts.seed;
+    evalData.note = opts.note;
+    if (auto err = evalFeeder.open(eval, evalData, 1))
+      return addContext(std::move(err), "--eval-data");
+    ExecutorOptions evalExecOpts;
+    evalExecOpts.serial = opts.serial;
+    evalExecOpts.checkNumerics = opts.checkNumerics;
+    evalExecOpts.seed = opts.seed;
+    auto created = Executor::create(eval, evalExecOpts);
+    if (!created)
+      return created.takeError();
+    evalExecutor = std::move(*created);
+  }
+  auto evaluate = [&](unsigned step) -> llvm::Error {
+    Program &eval = *opts.evalProgram;
+    if (auto err = stateToHost())
+      return err;
+    if (auto err = copyTrainedWeights(program, eval))
+      return err;
+    double sum = 0;
+    for (unsigned batch = 0; batch < opts.evalSteps; ++batch) {
+      auto where = [&] {
+        return "evaluation after step " + llvm::Twine(step) + ", batch " +
+               llvm::Twine(batch);
+      };
+      if (auto err = evalFeeder.feed(eval, batch))
+        return addContext(std::move(err), where());
+      auto result = evalExecutor->run(step + 1, /*recordTimings=*/false);
+      if (!result)
+        return addContext(result.takeError(), where());
+      llvm::Optional<double> loss = readScalar(eval.tensor(evalLossId));
+      if (!loss)
+        return makeError("--eval-data: the evaluation program's loss is not a "
+                         "float scalar");
+      sum += *loss;
+    }
+    double mean = sum / opts.evalSteps;
+    if (metrics) {
+      *metrics << llvm::json::Value(
+                      llvm::json::Object{{"step", step}, {"eval_loss", mean}})
+               << "\n";
+      if (auto err = checkOutput(*metrics, opts.metricsPath))
+        return err;
+    }
+    if (opts.onEval)
+      opts.onEval(step, mean);
+    return llvm::Error::success();
+  };
   bool stopped = false;
   for (unsigned step = firstStep; step < opts.steps; ++step) {
     if (stopping()) {
@@ -576,6 +645,11 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     }
     onStep(report);
     uint64_t stepsDone = step + 1;
+    if (opts.evalProgram && !stopping() &&
+        ((opts.evalEvery && stepsDone % opts.evalEvery == 0) ||
+         stepsDone == opts.steps))
+      if (auto err = evaluate(step))
+        return err;
     if (checkpointing && willCheckpoint(stepsDone) && !stopping()) {
       if (auto err = stateToHost())
         return err;

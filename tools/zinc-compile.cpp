@@ -273,6 +273,67 @@ private:
   std::vector<std::unique_ptr<Timer>> timers;
 };
 
+/// The inference form of a training plan's model (Plan.eval, zinc-run
+/// --eval-data): --mode=infer's pipeline over the imported graph, for one
+/// rank, with the training plan's precision and tier capacities. Its notes
+/// are not printed: they would repeat the training plan's.
+static Expected<zinc::plan::Plan>
+buildEvalPlan(std::unique_ptr<zinc::ir::Graph> graph,
+              const zinc::passes::PassContext &trained,
+              const zinc::MemoryOptions &asGiven, const zinc::Hardware &hw) {
+  zinc::passes::PassContext ctx;
+  ctx.training = trained.training;
+  ctx.training.mode = zinc::CompileMode::Infer;
+  ctx.training.gradAccum = 1;
+  ctx.training.clipGradNorm = 0;
+  ctx.training.lossScale = zinc::LossScaleKind::None;
+  ctx.memory = asGiven;
+  ctx.memory.delayUpdates = false;
+  ctx.hardware = &hw;
+  ctx.note = [](const Twine &) {};
+  zinc::passes::PassManager pm(ctx);
+  pm.setVerifyEach(verifyEach);
+  pm.addDefaultPipeline();
+  bool adaptive = ctx.memory.tileMode == zinc::TileMode::Auto ||
+                  ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
+  std::unique_ptr<zinc::ir::Graph> imported =
+      adaptive ? graph->clone() : nullptr;
+  while (true) {
+    Error err = pm.run(*graph);
+    if (!err)
+      break;
+    unsigned divisor = ctx.memory.budgetDivisor;
+    if (!adaptive || !ctx.memory.gpuOverflowed ||
+        divisor * 2 > zinc::MemoryOptions::kMaxBudgetDivisor)
+      return std::move(err);
+    consumeError(std::move(err));
+    ctx.memory = asGiven;
+    ctx.memory.delayUpdates = false;
+    ctx.memory.budgetDivisor = divisor * 2;
+    ctx.layout.reset();
+    graph = imported->clone();
+  }
+  auto loss = zinc::findLossOutput(*graph, lossName);
+  if (!loss)
+    return loss.takeError();
+  zinc::EmitOptions emitOpts;
+  emitOpts.mode = "infer";
+  emitOpts.hw = hw.name;
+  emitOpts.hardwareJson = zinc::hardwareToJson(hw);
+  emitOpts.gpuCapacity = hw.gpuMem;
+  emitOpts.cpuCapacity = hw.cpuMem;
+  emitOpts.nvmeCapacity = hw.nvmeMem;
+  emitOpts.loss = *loss;
+  emitOpts.layout = ctx.layout.get();
+  auto plan = zinc::emitPlan(*graph, emitOpts);
+  if (!plan)
+    return plan.takeError();
+  if (Error err = zinc::plan::verifyPlan(*plan))
+    return std::move(err);
+  BuryPointer(std::move(graph));
+  return plan;
+}
+
 static Error compile() {
   if (mode != "train" && mode != "infer")
     return zinc::makeError("--mode must be train or infer, not '" + mode + "'");
@@ -490,6 +551,9 @@ static Error compile() {
                   ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
   zinc::MemoryOptions asGiven = ctx.memory;
   std::unique_ptr<zinc::ir::Graph> imported = adaptive ? (*graph)->clone() : nullptr;
+  // The evaluation program starts from the graph as imported.
+  std::unique_ptr<zinc::ir::Graph> forEval =
+      mode == "train" ? (*graph)->clone() : nullptr;
   while (true) {
     Error err = pm.run(**graph);
     if (!err)
@@ -531,6 +595,18 @@ static Error compile() {
   emitting.reset();
   if (!plan)
     return zinc::addContext(plan.takeError(), modelPath);
+  if (forEval) {
+    auto evaluating = phases.time("eval program");
+    // A model that trains but whose inference form cannot be planned still
+    // gets its training plan; zinc-run --eval-data then says why not.
+    auto evalPlan = buildEvalPlan(std::move(forEval), ctx, asGiven, *hw);
+    if (evalPlan)
+      *plan->mutable_eval() = std::move(*evalPlan);
+    else
+      zinc::printWarning(tool, "no evaluation program in the plan (zinc-run "
+                               "--eval-data will refuse it): " +
+                                   toString(evalPlan.takeError()));
+  }
   // The independent check of memory and ordering: a plan zinc writes never
   // touches a non-resident tensor or races between streams. It runs on a
   // second thread while the plan is encoded; only a verified plan is written.

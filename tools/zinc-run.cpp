@@ -1,9 +1,10 @@
 //===- zinc-run.cpp - Executes a zinc plan for N steps --------------------===//
-#include "zinc/runtime/Program.h"
-#include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/Calibrate.h"
+#include "zinc/runtime/EvalProgram.h"
+#include "zinc/runtime/Program.h"
 #include "zinc/runtime/StepLoop.h"
 #include "zinc/runtime/StopSignals.h"
+#include "zinc/runtime/comm/Communicator.h"
 #ifdef ZINC_HAVE_CUDA
 #include "zinc/runtime/cuda/CudaCalibrate.h"
 #include "zinc/runtime/cuda/CudaRuntime.h"
@@ -56,6 +57,21 @@ static cl::opt<std::string> dataOrder(
     cl::desc("Token windows at random offsets (default, seeded by --seed) or "
              "sequential"),
     cl::cat(runCategory));
+static cl::opt<std::string> evalData(
+    "eval-data",
+    cl::desc("Evaluate on this data (the forms of --data; token windows in "
+             "sequential order) with the plan's evaluation program: no "
+             "update, Dropout off, BatchNorm on its running statistics"),
+    cl::value_desc("FILE|DIR"), cl::cat(runCategory));
+static cl::opt<int64_t> evalEvery(
+    "eval-every",
+    cl::desc("Evaluate after every N optimizer steps (and after the last; "
+             "default: after the last only)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(runCategory));
+static cl::opt<int64_t>
+    evalSteps("eval-steps",
+              cl::desc("Batches of --eval-data per evaluation (default 1)"),
+              cl::value_desc("M"), cl::init(1), cl::cat(runCategory));
 static cl::opt<std::string> backend("backend", cl::desc("cpu or cuda (default cpu)"),
                                     cl::init("cpu"), cl::cat(runCategory));
 static cl::opt<bool> allowTf32(
@@ -279,6 +295,32 @@ static int toolMain(int argc, char **argv) {
     return 1;
   }
 
+  if (evalData.empty() &&
+      (evalEvery.getNumOccurrences() || evalSteps.getNumOccurrences())) {
+    zinc::printError(tool, zinc::makeError("--eval-every and --eval-steps need "
+                                           "--eval-data"));
+    return 1;
+  }
+  if (evalEvery.getNumOccurrences() &&
+      (evalEvery < 1 || evalEvery > UINT32_MAX)) {
+    zinc::printError(tool,
+                     zinc::makeError("--eval-every must be at least 1, not " +
+                                     Twine(int64_t(evalEvery))));
+    return 1;
+  }
+  if (evalSteps < 1 || evalSteps > UINT32_MAX) {
+    zinc::printError(tool,
+                     zinc::makeError("--eval-steps must be at least 1, not " +
+                                     Twine(int64_t(evalSteps))));
+    return 1;
+  }
+  if (!evalData.empty() && backend == "cuda") {
+    zinc::printError(tool,
+                     zinc::makeError("--eval-data runs on --backend=cpu only "
+                                     "for now"));
+    return 1;
+  }
+
   // Several ranks: started by mpirun (or srun), they talk over MPI.
   std::unique_ptr<zinc::comm::Communicator> comm;
   if (zinc::comm::launchedAsMpiRank()) {
@@ -330,6 +372,23 @@ static int toolMain(int argc, char **argv) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - from)
         .count();
   };
+  std::unique_ptr<zinc::rt::Program> evalProgram;
+  if (!evalData.empty()) {
+    if (comm && comm->size() > 1) {
+      zinc::printError(tool,
+                       zinc::makeError("--eval-data runs on one rank only "
+                                       "for now"));
+      return 1;
+    }
+    zinc::rt::LoadOptions evalOpts = loadOpts;
+    evalOpts.comm = nullptr;
+    auto loaded = zinc::rt::loadEvalProgram(**program, evalOpts);
+    if (!loaded) {
+      zinc::printError(tool, loaded.takeError());
+      return 1;
+    }
+    evalProgram = std::move(*loaded);
+  }
   zinc::rt::StartupTimes startup;
   startup.began = processStart;
   startup.weightsSeconds = (*program)->weightsSeconds();
@@ -360,6 +419,14 @@ static int toolMain(int argc, char **argv) {
   opts.dataInputs = dataInputs;
   opts.dataOrder = dataOrder;
   opts.seed = seed;
+  opts.evalProgram = evalProgram.get();
+  opts.evalDataPath = evalData;
+  opts.evalEvery = static_cast<unsigned>(evalEvery);
+  opts.evalSteps = static_cast<unsigned>(evalSteps);
+  opts.onEval = [](unsigned step, double loss) {
+    outs() << "step " << step << ": eval loss " << format("%.6f", loss) << "\n";
+    outs().flush();
+  };
   opts.metricsPath = metricsPath;
   opts.saveOutputsPath = saveOutputs;
   opts.saveWeightsPath = saveWeights;

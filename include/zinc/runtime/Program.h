@@ -164,6 +164,11 @@ public:
   /// home tier.
   static llvm::Expected<std::unique_ptr<Program>>
   load(llvm::StringRef planPath, const LoadOptions &opts = {});
+  /// The same from a plan already in memory, with every check load() makes;
+  /// errors start with `what` (the plan's name for the user).
+  static llvm::Expected<std::unique_ptr<Program>>
+  fromPlanChecked(plan::Plan plan, const LoadOptions &opts,
+                  llvm::StringRef what);
   /// The same from a plan already in memory (tests, embedders), with the
   /// load-time checks only: the caller vouches for the rest.
   static llvm::Expected<std::unique_ptr<Program>>
