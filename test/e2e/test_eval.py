@@ -12,9 +12,12 @@ point (the checkpoint's model.safetensors):
   - models.py's nanoGPT exported with Dropout 0.1 in training form: Dropout
     must be off in the evaluation (the training losses differ from PyTorch's
     by the masks, the evaluation ones must not);
+  - the same nanoGPT trained on a token file (random windows) and evaluated
+    on another, whose windows are sequential from its start, the same each
+    evaluation;
   - resnet18 exported in training form: BatchNorm must normalise with the
-    running statistics the training steps updated (batch statistics, or the
-    statistics the model started with, give other losses).
+    running statistics the training steps updated (batch statistics give
+    another loss).
 
 Run: ZINC_BUILD_DIR=/path/to/build /usr/bin/python3 -m unittest test.e2e.test_eval
 """
@@ -54,6 +57,19 @@ def resnet18():
     return model, data, models.ResNet18.make_data(np.random.default_rng(1))
 
 
+def sequential_windows(tokens, batches):
+    """{idx, targets}: [batches, B, T], row k of them at (k*T) mod (len-T-1)."""
+    b, t, n = models.NanoGPT.BATCH, models.NanoGPT.SEQ, len(tokens)
+    x = np.zeros((batches, b, t), np.int64)
+    y = np.zeros((batches, b, t), np.int64)
+    for j in range(batches):
+        for r in range(b):
+            o = ((j * b + r) * t) % (n - t - 1)
+            x[j, r] = tokens[o:o + t]
+            y[j, r] = tokens[o + 1:o + t + 1]
+    return {"idx": x, "targets": y}
+
+
 class EvalTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -65,7 +81,9 @@ class EvalTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def check(self, name, build, steps, compile_flags=()):
+    def check(self, name, build, steps, tokens=False):
+        """`tokens`: train on a token file (random windows) and evaluate on
+        another, whose windows are sequential from its start each time."""
         work = os.path.join(self.tmp.name, name)
         os.makedirs(work)
         path = lambda f: os.path.join(work, f)  # noqa: E731
@@ -73,15 +91,25 @@ class EvalTest(unittest.TestCase):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             models.export_training(copy.deepcopy(model), data, 17, path("model.onnx"))
-        st.save_file({k: v[:steps] for k, v in data.items()}, path("train.safetensors"))
-        st.save_file({k: v[:EVAL_STEPS] for k, v in eval_data.items()},
-                     path("eval.safetensors"))
+        if tokens:
+            rng = np.random.default_rng(2)
+            rng.integers(0, models.NanoGPT.VOCAB, 2000).astype(np.uint16).tofile(
+                path("train.bin"))
+            eval_tokens = rng.integers(0, models.NanoGPT.VOCAB, 300).astype(np.uint16)
+            eval_tokens.tofile(path("eval.bin"))
+            eval_data = sequential_windows(eval_tokens, EVAL_STEPS)
+            data_flags = ["--data=" + path("train.bin"), "--data-format=tokens-u16",
+                          "--data-inputs=idx,targets", "--eval-data=" + path("eval.bin")]
+        else:
+            st.save_file({k: v[:steps] for k, v in data.items()}, path("train.safetensors"))
+            st.save_file({k: v[:EVAL_STEPS] for k, v in eval_data.items()},
+                         path("eval.safetensors"))
+            data_flags = ["--data=" + path("train.safetensors"),
+                          "--eval-data=" + path("eval.safetensors")]
         run_tool([self.compile_bin, path("model.onnx"), "-o", path("plan.zplan"),
-                  "--optimizer=sgd", "--lr=0.05"] + models.dim_flags(data)
-                 + list(compile_flags))
+                  "--optimizer=sgd", "--lr=0.05"] + models.dim_flags(data))
         out = run_tool([self.run_bin, path("plan.zplan"), "--backend=cpu",
-                        "--steps=%d" % steps, "--data=" + path("train.safetensors"),
-                        "--eval-data=" + path("eval.safetensors"),
+                        "--steps=%d" % steps] + data_flags + [
                         "--eval-every=%d" % EVAL_EVERY, "--eval-steps=%d" % EVAL_STEPS,
                         "--metrics=" + path("m.jsonl"),
                         "--checkpoint-dir=" + path("ckpt"),
@@ -116,6 +144,9 @@ class EvalTest(unittest.TestCase):
 
     def test_nanogpt_dropout_off(self):
         self.check("nanogpt", nanogpt_dropout, steps=4)
+
+    def test_nanogpt_token_files(self):
+        self.check("nanogpt-tokens", nanogpt_dropout, steps=4, tokens=True)
 
     def test_resnet18_running_statistics(self):
         model, evals = self.check("resnet18", resnet18, steps=2)
