@@ -255,6 +255,79 @@ static llvm::Error writeFromRankZero(
       metadata);
 }
 
+namespace {
+/// wholeWeight's buffers, kept from one weight to the next.
+struct WholeWeights {
+  std::vector<uint8_t> scratch, gathered;
+  std::vector<float> values, whole;
+};
+} // namespace
+
+/// Weight `w` whole in fp32, in the initializer's layout: its tensor
+/// widened, or its tiles scattered into one buffer; a shard gathered from
+/// every rank. `writing` is false on the ranks that only take part in the
+/// gathers (they get null back). Every rank calls it for the same weights
+/// in the same order.
+static llvm::Expected<const std::vector<float> *>
+wholeWeight(Program &program, const SavedWeight &w, bool writing,
+            WholeWeights &b) {
+  const plan::Plan &plan = program.getPlan();
+  bool tiled = plan.tensors(w.ids.front()).init().whole_shape_size() > 0;
+  if (tiled && writing)
+    b.whole.assign(numElements(w.shape), 0.0f);
+  for (int id : w.ids) {
+    // A rank that writes nothing takes part only in the gathers, for
+    // exactly the tensors rank 0 gathers.
+    if (!writing) {
+      if (plan.tensors(id).shard_of_size())
+        if (auto ref = wholeTensor(program, id, b.scratch, b.gathered); !ref)
+          return addContext(ref.takeError(), "parameter '" + w.name + "'");
+      if (!tiled)
+        break;
+      continue;
+    }
+    auto ref = wholeTensor(program, id, b.scratch, b.gathered);
+    if (!ref)
+      return addContext(ref.takeError(), "parameter '" + w.name + "'");
+    widenToFloat(*ref, b.values);
+    if (!tiled)
+      break;
+    // Scatter the tile's runs into the whole initializer.
+    const plan::InitializerSource &src = plan.tensors(id).init();
+    int64_t axis = src.slice_axis();
+    int64_t inner = 1, outer = 1;
+    for (size_t d = axis + 1; d < w.shape.size(); ++d)
+      inner *= w.shape[d];
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= w.shape[d];
+    int64_t run = ref->shape[axis] * inner;
+    for (int64_t r = 0; r < outer; ++r)
+      std::copy(b.values.begin() + r * run, b.values.begin() + (r + 1) * run,
+                b.whole.begin() + r * w.shape[axis] * inner +
+                    src.slice_begin() * inner);
+  }
+  if (!writing)
+    return nullptr;
+  return tiled ? &b.whole : &b.values;
+}
+
+llvm::Error forEachTrainedWeight(
+    Program &program,
+    llvm::function_ref<llvm::Error(llvm::StringRef, llvm::ArrayRef<int64_t>,
+                                   llvm::ArrayRef<float>)>
+        visit) {
+  WholeWeights buffers;
+  for (const SavedWeight &w : savedWeights(program, WeightKeysKind::Onnx)) {
+    auto got = wholeWeight(program, w, program.rank() == 0, buffers);
+    if (!got)
+      return got.takeError();
+    if (*got)
+      if (auto err = visit(w.name, w.shape, **got))
+        return err;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path,
                                 WeightKeysKind keys) {
   std::vector<SavedWeight> weights = savedWeights(program, keys);
@@ -277,45 +350,14 @@ llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path,
       metadata.push_back(
           {("zinc." + other + "_layout." + w.name).str(), "transposed"});
   }
-  std::vector<uint8_t> scratch, gathered;
-  std::vector<float> values, whole, transposed;
-  const plan::Plan &plan = program.getPlan();
+  WholeWeights buffers;
+  std::vector<float> transposed;
   auto produce = [&](size_t i, llvm::raw_ostream *os) -> llvm::Error {
     const SavedWeight &w = weights[i];
-    bool tiled = plan.tensors(w.ids.front()).init().whole_shape_size() > 0;
-    if (tiled)
-      whole.assign(numElements(w.shape), 0.0f);
-    for (int id : w.ids) {
-      // A rank that writes nothing takes part only in the gathers, for
-      // exactly the tensors rank 0 gathers.
-      if (!os) {
-        if (plan.tensors(id).shard_of_size())
-          if (auto ref = wholeTensor(program, id, scratch, gathered); !ref)
-            return addContext(ref.takeError(), "parameter '" + w.name + "'");
-        if (!tiled)
-          break;
-        continue;
-      }
-      auto ref = wholeTensor(program, id, scratch, gathered);
-      if (!ref)
-        return addContext(ref.takeError(), "parameter '" + w.name + "'");
-      widenToFloat(*ref, values);
-      if (!tiled)
-        break;
-      // Scatter the tile's runs into the whole initializer.
-      const plan::InitializerSource &src = plan.tensors(id).init();
-      int64_t axis = src.slice_axis();
-      int64_t inner = 1, outer = 1;
-      for (size_t d = axis + 1; d < w.shape.size(); ++d)
-        inner *= w.shape[d];
-      for (int64_t d = 0; d < axis; ++d)
-        outer *= w.shape[d];
-      int64_t run = ref->shape[axis] * inner;
-      for (int64_t r = 0; r < outer; ++r)
-        std::copy(values.begin() + r * run, values.begin() + (r + 1) * run,
-                  whole.begin() + r * w.shape[axis] * inner + src.slice_begin() * inner);
-    }
-    const std::vector<float> *out = tiled ? &whole : &values;
+    auto got = wholeWeight(program, w, /*writing=*/os != nullptr, buffers);
+    if (!got)
+      return got.takeError();
+    const std::vector<float> *out = *got;
     if (os && w.transposed) {
       // The initializer is [rows, cols]; PyTorch's parameter [cols, rows].
       int64_t rows = w.shape[0], cols = w.shape[1];

@@ -66,6 +66,18 @@ enum class WeightKeysKind {
 llvm::Error writeTrainedWeights(Program &program, llvm::StringRef path,
                                 WeightKeysKind keys = WeightKeysKind::Onnx);
 
+/// Each trained weight and model state tensor that writeTrainedWeights
+/// saves under ONNX keys, whole in fp32 in the initializer's layout, given
+/// to `visit` with its initializer's name and shape; NVMe-resident ones one
+/// at a time. With several ranks every rank calls it (they take part in the
+/// gathers of shards) and only rank 0 visits.
+llvm::Error forEachTrainedWeight(
+    Program &program,
+    llvm::function_ref<llvm::Error(llvm::StringRef name,
+                                   llvm::ArrayRef<int64_t> shape,
+                                   llvm::ArrayRef<float> values)>
+        visit);
+
 /// The plan's identity in manifests: hex xxHash64 of its serialised form.
 std::string planChecksum(const Program &program);
 

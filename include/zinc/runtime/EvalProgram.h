@@ -23,11 +23,11 @@ llvm::Expected<std::unique_ptr<Program>>
 loadEvalProgram(const Program &training, const LoadOptions &opts);
 
 /// Copies `training`'s trained weights and model state (what
-/// --save-weights writes, in host memory: the caller has brought the state
-/// back from a device) into `eval`'s tensors of the same initializer, a
-/// tile taking its slice, rounded to the tensor's type; NVMe-resident ones
-/// through the NVMe tier. The weights pass through a temporary safetensors
-/// file in the system's temporary directory, removed afterwards.
+/// --save-weights writes, from host memory: the caller has brought the
+/// state back from a device) into `eval`'s tensors of the same initializer,
+/// a tile taking its slice, rounded to the tensor's type; NVMe-resident
+/// ones through the NVMe tier. One initializer at a time is staged whole
+/// in fp32 (forEachTrainedWeight).
 llvm::Error copyTrainedWeights(Program &training, Program &eval);
 
 } // namespace zinc::rt
