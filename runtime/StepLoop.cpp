@@ -515,10 +515,18 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
       return created.takeError();
     evalExecutor = std::move(*created);
   }
+  if (opts.evaluate && !opts.evalProgram && program.rank() == 0)
+    return makeError("--eval-data: rank 0 has no evaluation program");
   auto evaluate = [&](unsigned step) -> llvm::Error {
-    Program &eval = *opts.evalProgram;
     if (auto err = stateToHost())
       return err;
+    if (!opts.evalProgram)
+      return forEachTrainedWeight(
+          program,
+          [](llvm::StringRef, llvm::ArrayRef<int64_t>, llvm::ArrayRef<float>) {
+            return llvm::Error::success();
+          });
+    Program &eval = *opts.evalProgram;
     if (auto err = copyTrainedWeights(program, eval))
       return err;
     double sum = 0;
@@ -645,7 +653,7 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     }
     onStep(report);
     uint64_t stepsDone = step + 1;
-    if (opts.evalProgram && !stopping() &&
+    if (opts.evaluate && !stopping() &&
         ((opts.evalEvery && stepsDone % opts.evalEvery == 0) ||
          stepsDone == opts.steps))
       if (auto err = evaluate(step))

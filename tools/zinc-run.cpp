@@ -372,14 +372,10 @@ static int toolMain(int argc, char **argv) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - from)
         .count();
   };
+  // With several ranks, rank 0 evaluates alone; the others take part in
+  // gathering the weights it needs.
   std::unique_ptr<zinc::rt::Program> evalProgram;
-  if (!evalData.empty()) {
-    if (comm && comm->size() > 1) {
-      zinc::printError(tool,
-                       zinc::makeError("--eval-data runs on one rank only "
-                                       "for now"));
-      return 1;
-    }
+  if (!evalData.empty() && (!comm || comm->rank() == 0)) {
     zinc::rt::LoadOptions evalOpts = loadOpts;
     evalOpts.comm = nullptr;
     auto loaded = zinc::rt::loadEvalProgram(**program, evalOpts);
@@ -419,6 +415,7 @@ static int toolMain(int argc, char **argv) {
   opts.dataInputs = dataInputs;
   opts.dataOrder = dataOrder;
   opts.seed = seed;
+  opts.evaluate = !evalData.empty();
   opts.evalProgram = evalProgram.get();
   opts.evalDataPath = evalData;
   opts.evalEvery = static_cast<unsigned>(evalEvery);

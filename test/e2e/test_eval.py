@@ -15,6 +15,8 @@ point (the checkpoint's model.safetensors):
   - the same nanoGPT trained on a token file (random windows) and evaluated
     on another, whose windows are sequential from its start, the same each
     evaluation;
+  - the same nanoGPT on 2 ZeRO-3 ranks under mpirun, rank 0 evaluating
+    alone on batches of one rank's rows;
   - resnet18 exported in training form: BatchNorm must normalise with the
     running statistics the training steps updated (batch statistics give
     another loss).
@@ -39,6 +41,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
 import models  # noqa: E402
 import safetensors_io as st  # noqa: E402
+import test_zero  # noqa: E402
 from harness import run_tool, tools  # noqa: E402
 
 RTOL = 1e-5
@@ -81,9 +84,11 @@ class EvalTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def check(self, name, build, steps, tokens=False):
+    def check(self, name, build, steps, tokens=False, ranks=1):
         """`tokens`: train on a token file (random windows) and evaluate on
-        another, whose windows are sequential from its start each time."""
+        another, whose windows are sequential from its start each time.
+        `ranks`: train on that many ZeRO-3 ranks under mpirun, each with its
+        share of the batch; rank 0 evaluates batches of one rank's rows."""
         work = os.path.join(self.tmp.name, name)
         os.makedirs(work)
         path = lambda f: os.path.join(work, f)  # noqa: E731
@@ -91,6 +96,9 @@ class EvalTest(unittest.TestCase):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             models.export_training(copy.deepcopy(model), data, 17, path("model.onnx"))
+        if ranks > 1:
+            rows = len(next(iter(eval_data.values()))[0]) // ranks
+            eval_data = {k: v[:, :rows] for k, v in eval_data.items()}
         if tokens:
             rng = np.random.default_rng(2)
             rng.integers(0, models.NanoGPT.VOCAB, 2000).astype(np.uint16).tofile(
@@ -106,9 +114,12 @@ class EvalTest(unittest.TestCase):
                          path("eval.safetensors"))
             data_flags = ["--data=" + path("train.safetensors"),
                           "--eval-data=" + path("eval.safetensors")]
+        dims = models.dim_flags({k: v[:, :len(v[0]) // ranks] for k, v in data.items()})
+        zero = ["--ranks=%d" % ranks, "--zero-stage=3"] if ranks > 1 else []
         run_tool([self.compile_bin, path("model.onnx"), "-o", path("plan.zplan"),
-                  "--optimizer=sgd", "--lr=0.05"] + models.dim_flags(data))
-        out = run_tool([self.run_bin, path("plan.zplan"), "--backend=cpu",
+                  "--optimizer=sgd", "--lr=0.05"] + dims + zero)
+        launch = test_zero.mpirun(ranks) if ranks > 1 else []
+        out = test_zero.run_ranks(launch + [self.run_bin, path("plan.zplan"), "--backend=cpu",
                         "--steps=%d" % steps] + data_flags + [
                         "--eval-every=%d" % EVAL_EVERY, "--eval-steps=%d" % EVAL_STEPS,
                         "--metrics=" + path("m.jsonl"),
@@ -147,6 +158,9 @@ class EvalTest(unittest.TestCase):
 
     def test_nanogpt_token_files(self):
         self.check("nanogpt-tokens", nanogpt_dropout, steps=4, tokens=True)
+
+    def test_nanogpt_two_ranks(self):
+        self.check("nanogpt-ranks", nanogpt_dropout, steps=4, ranks=2)
 
     def test_resnet18_running_statistics(self):
         model, evals = self.check("resnet18", resnet18, steps=2)

@@ -88,14 +88,17 @@ struct RunOptions {
   ExecutionHooks *hooks = nullptr;
   /// Start-up's times so far: the first step's report completes them.
   llvm::Optional<StartupTimes> startup;
-  /// Evaluation (zinc-run --eval-data): the plan's evaluation program
-  /// (EvalProgram.h), or null for none. After every `evalEvery` optimizer
+  /// Evaluation (zinc-run --eval-data) on every rank: with several, rank 0
+  /// alone runs the plan's evaluation program (EvalProgram.h), given as
+  /// `evalProgram` there (null on the others, which take part in gathering
+  /// the weights it gets). After every `evalEvery` optimizer
   /// steps (0: none but the last) and after the last, it gets the current
   /// weights and runs `evalSteps` batches of `evalDataPath` (read as
   /// `dataPath` is, with `dataFormat` and `dataInputs`; token windows in
   /// sequential order from the start, the same each time, batch j the
   /// data's slice j otherwise); their mean loss goes to `onEval` and to
   /// the metrics as {"step": i, "eval_loss": x}, i the last step done.
+  bool evaluate = false;
   Program *evalProgram = nullptr;
   std::string evalDataPath;
   unsigned evalEvery = 0;
