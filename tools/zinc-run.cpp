@@ -224,6 +224,28 @@ static int toolMain(int argc, char **argv) {
     return 1;
   }
 #endif
+  if (evalData.empty() &&
+      (evalEvery.getNumOccurrences() || evalSteps.getNumOccurrences())) {
+    zinc::printError(tool, zinc::makeError("--eval-every and --eval-steps need "
+                                           "--eval-data"));
+    return 1;
+  }
+  for (const cl::opt<int64_t> *count : {&evalEvery, &evalSteps})
+    if (count->getNumOccurrences() && (*count < 1 || *count > UINT32_MAX)) {
+      zinc::printError(tool, zinc::makeError("--" + count->ArgStr +
+                                             " must be between 1 and " +
+                                             Twine(UINT32_MAX) + ", not " +
+                                             Twine(int64_t(*count))));
+      return 1;
+    }
+  // Before the device is looked for: the flags are wrong whatever it is.
+  if (!evalData.empty() && backend == "cuda") {
+    zinc::printError(tool,
+                     zinc::makeError("--eval-data runs on --backend=cpu only "
+                                     "for now"));
+    return 1;
+  }
+
 #ifdef ZINC_HAVE_CUDA
   // Said before a long load: the device is the first thing a cuda run needs.
   if (backend == "cuda") {
@@ -292,32 +314,6 @@ static int toolMain(int argc, char **argv) {
   }
   if (steps == 0) {
     zinc::printError(tool, zinc::makeError("--steps must be at least 1"));
-    return 1;
-  }
-
-  if (evalData.empty() &&
-      (evalEvery.getNumOccurrences() || evalSteps.getNumOccurrences())) {
-    zinc::printError(tool, zinc::makeError("--eval-every and --eval-steps need "
-                                           "--eval-data"));
-    return 1;
-  }
-  if (evalEvery.getNumOccurrences() &&
-      (evalEvery < 1 || evalEvery > UINT32_MAX)) {
-    zinc::printError(tool,
-                     zinc::makeError("--eval-every must be at least 1, not " +
-                                     Twine(int64_t(evalEvery))));
-    return 1;
-  }
-  if (evalSteps < 1 || evalSteps > UINT32_MAX) {
-    zinc::printError(tool,
-                     zinc::makeError("--eval-steps must be at least 1, not " +
-                                     Twine(int64_t(evalSteps))));
-    return 1;
-  }
-  if (!evalData.empty() && backend == "cuda") {
-    zinc::printError(tool,
-                     zinc::makeError("--eval-data runs on --backend=cpu only "
-                                     "for now"));
     return 1;
   }
 
