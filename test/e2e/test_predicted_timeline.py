@@ -136,7 +136,8 @@ class PredictedTimelineTest(unittest.TestCase):
     def test_summary_line(self):
         self.assertRegex(self.offload_stderr, r"zinc-compile: note: plan: gpu [0-9.]+ \w+ of [0-9.]+ \w+, "
                                       r"cpu .*; predicted step [0-9.]+ \w+ \(lower bound "
-                                      r"[0-9.]+ \w+, \w+-bound\), overlap efficiency [01]\.\d\d; "
+                                      r"[0-9.]+ \w+, \w+-bound\), overlap efficiency [01]\.\d\d, "
+                                      r"model FLOPs utilization [01]\.\d\d\d; "
                                       r"per step: h2d .*nvme read .*nvme write")
 
     def test_preset_and_its_json_file_agree(self):
