@@ -17,6 +17,7 @@
 // they need) is decided when the plan is emitted (UpdatePhase.h).
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/passes/LastWriter.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Error.h"
@@ -34,20 +35,6 @@ public:
   }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
-
-/// The last node before `update` that writes `grad` (its definition or an
-/// in-place writer such as stage 0's all-reduce); null for a graph input.
-ir::Node *completedAt(ir::Value *grad, ir::Node *update,
-                      const llvm::DenseMap<const ir::Node *, size_t> &ordinal) {
-  ir::Node *last = grad->def;
-  size_t limit = ordinal.lookup(update);
-  for (const ir::Use &u : grad->uses())
-    if (u.user != update && u.user->writesInput(u.operand) &&
-        ordinal.lookup(u.user) < limit &&
-        (!last || ordinal.lookup(u.user) > ordinal.lookup(last)))
-      last = u.user;
-  return last;
-}
 
 llvm::Expected<bool> AccumulateGradients::run(ir::Graph &g, PassContext &ctx) {
   if (ctx.memory.delayUpdates)
@@ -76,7 +63,7 @@ llvm::Expected<bool> AccumulateGradients::run(ir::Graph &g, PassContext &ctx) {
       acc = g.addValue(g.uniqueValueName(param->name + ".grad_accum"), DType::F32,
                        grad->shape, ir::ValueRole::State);
       acc->shardOf = grad->shardOf;
-      ir::Node *done = completedAt(grad, update, ordinal);
+      ir::Node *done = lastWriterBefore(grad, update, ordinal);
       ir::Node *at = done ? g.nextNode(done) : g.firstNode();
       g.insertNode(at, "AccumulateGrad", g.uniqueNodeName(param->name + "/grad_accum"),
                    {acc, grad}, {}, {}, "zinc");

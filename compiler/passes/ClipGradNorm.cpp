@@ -24,6 +24,7 @@
 // gradients would read this step's sum.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/passes/LastWriter.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Error.h"
@@ -41,21 +42,6 @@ public:
   }
   llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override;
 };
-
-/// The node after which `grad` is complete for `update`: its definition, or
-/// the last node before the update that writes it in place (stage 0's
-/// all-reduce); null for a gradient that is a graph input.
-ir::Node *completedAt(ir::Value *grad, ir::Node *update,
-                      const llvm::DenseMap<const ir::Node *, size_t> &ordinal) {
-  ir::Node *last = grad->def;
-  size_t limit = ordinal.lookup(update);
-  for (const ir::Use &u : grad->uses())
-    if (u.user != update && u.user->writesInput(u.operand) &&
-        ordinal.lookup(u.user) < limit &&
-        (!last || ordinal.lookup(u.user) > ordinal.lookup(last)))
-      last = u.user;
-  return last;
-}
 
 llvm::Expected<bool> ClipGradNorm::run(ir::Graph &g, PassContext &ctx) {
   if (ctx.memory.delayUpdates)
@@ -79,7 +65,7 @@ llvm::Expected<bool> ClipGradNorm::run(ir::Graph &g, PassContext &ctx) {
   // the sum) runs before the others; checks after one node keep that order.
   std::vector<std::pair<size_t, ir::Node *>> byCompletion;
   for (ir::Node *update : updates) {
-    ir::Node *done = completedAt(update->inputs[1], update, ordinal);
+    ir::Node *done = lastWriterBefore(update->inputs[1], update, ordinal);
     byCompletion.push_back({done ? ordinal.lookup(done) + 1 : 0, update});
   }
   llvm::stable_sort(byCompletion, [](const auto &a, const auto &b) { return a.first < b.first; });
@@ -87,7 +73,7 @@ llvm::Expected<bool> ClipGradNorm::run(ir::Graph &g, PassContext &ctx) {
   bool first = true;
   for (auto &[position, update] : byCompletion) {
     ir::Value *grad = update->inputs[1];
-    ir::Node *done = completedAt(grad, update, ordinal);
+    ir::Node *done = lastWriterBefore(grad, update, ordinal);
     ir::Node *after = done ? lastCheckAfter.lookup(done) : nullptr;
     if (!after)
       after = done;

@@ -30,6 +30,7 @@
 // statistics, updated from each rank's own batch, as DDP does).
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/passes/LastWriter.h"
 #include "zinc/passes/OptimizerOps.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Error.h"
@@ -103,23 +104,10 @@ private:
     return attrs;
   }
 
-  /// The node after which `v` is complete: its definition or the last node
-  /// before `user` that writes it in place.
-  ir::Node *completedAt(ir::Value *v, ir::Node *user) {
-    ir::Node *last = v->def;
-    size_t limit = ordinal.lookup(user);
-    for (const ir::Use &u : v->uses())
-      if (u.user != user && u.user->writesInput(u.operand) &&
-          ordinal.lookup(u.user) < limit &&
-          (!last || ordinal.lookup(u.user) > ordinal.lookup(last)))
-        last = u.user;
-    return last;
-  }
-
   /// The gradient's route to the update: all-reduced (stages 0, 1, then
   /// this rank's shard of it for a sharded update) or reduce-scattered.
   ir::Value *reduceGradient(ir::Value *grad, ir::Node *update) {
-    ir::Node *done = completedAt(grad, update);
+    ir::Node *done = lastWriterBefore(grad, update, ordinal);
     ir::Node *after = done ? g.nextNode(done) : g.firstNode();
     if (zero.stage <= 1) {
       collective(after, "AllReduce", grad->name + "/allreduce", {grad}, {},

@@ -8,6 +8,7 @@
 // the step.
 //
 //===----------------------------------------------------------------------===//
+#include "OptimTestTensors.h"
 #include "Kernels.h"
 #include "zinc/support/Float16.h"
 #include <cstring>
@@ -20,44 +21,12 @@ using namespace zinc;
 
 namespace {
 
-struct Tensor {
-  cpu::TensorRef ref;
-  std::vector<uint64_t> storage;
-  Tensor(DType dtype, std::vector<int64_t> shape) {
-    ref.dtype = dtype;
-    ref.shape.assign(shape.begin(), shape.end());
-    storage.assign(ref.byteSize() / 8 + 1, 0);
-    ref.data = storage.data();
-  }
-  static Tensor f32(std::vector<float> values) {
-    Tensor t(DType::F32, {static_cast<int64_t>(values.size())});
-    std::memcpy(t.ref.data, values.data(), values.size() * 4);
-    return t;
-  }
-  static Tensor scalar(float value) {
-    Tensor t(DType::F32, {});
-    *t.ref.as<float>() = value;
-    return t;
-  }
-  float *floats() { return ref.as<float>(); }
-};
-
-std::vector<float> randomFloats(int64_t n, float lo, float hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using test::Tensor;
+using test::randomFloats;
 
 AttributeList floatAttrs(const char *name, double value) {
-  Attribute a;
-  a.name = name;
-  a.kind = AttrKind::Float;
-  a.f = value;
   AttributeList attrs;
-  attrs.set(a);
+  attrs.set(test::floatAttr(name, value));
   return attrs;
 }
 

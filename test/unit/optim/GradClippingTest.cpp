@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/optim/CpuAdam.h"
 #include "Kernels.h"
+#include "OptimTestTensors.h"
 #include "zinc/support/Float16.h"
 #include "zinc/support/GradClipping.h"
 #include <cmath>
@@ -20,47 +21,10 @@ using namespace zinc;
 
 namespace {
 
-struct Tensor {
-  cpu::TensorRef ref;
-  std::vector<uint64_t> storage;
-  Tensor(DType dtype, int64_t n) {
-    ref.dtype = dtype;
-    ref.shape = {n};
-    storage.assign((n * dtypeSize(dtype)) / 8 + 1, 0);
-    ref.data = storage.data();
-  }
-  static Tensor f32(std::vector<float> values) {
-    Tensor t(DType::F32, static_cast<int64_t>(values.size()));
-    std::memcpy(t.ref.data, values.data(), values.size() * 4);
-    return t;
-  }
-  float *floats() { return ref.as<float>(); }
-};
-
-std::vector<float> randomFloats(int64_t n, float lo, float hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
-
-Attribute floatAttr(const char *name, double value) {
-  Attribute a;
-  a.name = name;
-  a.kind = AttrKind::Float;
-  a.f = value;
-  return a;
-}
-
-Attribute intAttr(const char *name, int64_t value) {
-  Attribute a;
-  a.name = name;
-  a.kind = AttrKind::Int;
-  a.i = value;
-  return a;
-}
+using test::floatAttr;
+using test::intAttr;
+using test::randomFloats;
+using test::Tensor;
 
 llvm::Error run(llvm::Error (*fn)(const cpu::KernelCall &), const char *op,
                 std::vector<const cpu::TensorRef *> ins, AttributeList attrs,
@@ -90,7 +54,7 @@ TEST(GradClipping, SumOfSquaresUnscalesAndAccumulates) {
   const int64_t n = 100003; // several chunks, one partial
   std::vector<float> a = randomFloats(n, -300, 300, 1);
   std::vector<float> b = randomFloats(37, -300, 300, 2);
-  Tensor ga(DType::F32, n), gb(DType::F16, 37);
+  Tensor ga(DType::F32, {n}), gb(DType::F16, {37});
   std::memcpy(ga.ref.data, a.data(), n * 4);
   for (int64_t i = 0; i < 37; ++i)
     gb.ref.as<uint16_t>()[i] = floatToHalf(b[i]);
@@ -116,7 +80,7 @@ TEST(GradClipping, SumOfSquaresUnscalesAndAccumulates) {
 }
 
 TEST(GradClipping, SumOfSquaresRefusesWhatItCannotRead) {
-  Tensor sum = Tensor::f32({0}), ids(DType::I64, 4);
+  Tensor sum = Tensor::f32({0}), ids(DType::I64, {4});
   llvm::Error err = run(cpu::runSumGradSquares, "SumGradSquares", {&sum.ref, nullptr, &ids.ref}, {});
   ASSERT_TRUE(static_cast<bool>(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("gradient 0 is not f32, f16 or bf16"),
@@ -145,7 +109,7 @@ TEST(GradClipping, SgdMultipliesTheGradientByTheCoefficient) {
 TEST(GradClipping, AdamUnscalesThenClips) {
   const int64_t n = 1000;
   std::vector<float> p0 = randomFloats(n, -1, 1, 5), g = randomFloats(n, -500, 500, 6);
-  Tensor param = Tensor::f32(p0), grad = Tensor::f32(g), m(DType::F32, n), v(DType::F32, n);
+  Tensor param = Tensor::f32(p0), grad = Tensor::f32(g), m(DType::F32, {n}), v(DType::F32, {n});
   Tensor found = Tensor::f32({0}), scale = Tensor::f32({256.0f}), sum = Tensor::f32({4.0f});
   int64_t appliedSteps = 0;
   cpu::TensorRef applied;
