@@ -48,8 +48,12 @@ def read_metrics(path):
 class ClipVsPytorchTest(TrainingComparison, unittest.TestCase):
     def clip_case(self, name, optimizer, max_norm, compile_flags=(), **kw):
         norms = []
-        self.check(name, 17, optimizer,
-                   compile_flags=["--clip-grad-norm=%r" % max_norm] + list(compile_flags),
+        # Exported as users export for training: training mode, dynamic axes.
+        model, data = models.build(name)
+        self.check(name, 17, optimizer, build=lambda: (model, data),
+                   export=models.export_training,
+                   compile_flags=models.dim_flags(data) +
+                   ["--clip-grad-norm=%r" % max_norm] + list(compile_flags),
                    reference_kw={"clip_grad_norm": max_norm, "grad_norms": norms}, **kw)
         # The float32 reference's norms (the float64 run appends after them).
         want = norms[:models.STEPS]
