@@ -78,7 +78,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.parsePipeline("dce,tile-everything")),
-            "unknown pass 'tile-everything'; valid passes: fuse-gelu, fuse-silu, fuse-rms-norm, fuse-attention, tile, build-training, "
+            "unknown pass 'tile-everything'; valid passes: fuse-gelu, fuse-silu, fuse-swiglu, fuse-rms-norm, fuse-rotary, fuse-attention, tile, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fold-scale, fuse-bias, triangular-products, concat-in-place, dce, "
             "checkpoint, partition, accumulate-gradients, clip-grad-norm, schedule, "
             "place, insert-transfers, spill, allocate");
@@ -208,7 +208,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
   PassContext ctx;
   PassManager pm(ctx);
   EXPECT_EQ(message(pm.setPrintAfter({"dce", "nope"})),
-            "unknown pass 'nope' to print after; valid passes: fuse-gelu, fuse-silu, fuse-rms-norm, fuse-attention, tile, build-training, "
+            "unknown pass 'nope' to print after; valid passes: fuse-gelu, fuse-silu, fuse-swiglu, fuse-rms-norm, fuse-rotary, fuse-attention, tile, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fold-scale, fuse-bias, triangular-products, concat-in-place, dce, "
             "checkpoint, partition, accumulate-gradients, clip-grad-norm, schedule, "
             "place, insert-transfers, spill, allocate");

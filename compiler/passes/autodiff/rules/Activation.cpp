@@ -102,6 +102,25 @@ llvm::Error gradSilu(GradientBuilder &b) {
   return setFused(b, "SiluGrad", b.input(0));
 }
 
+/// zinc.SwiGlu(gate, up) = silu(gate) up (from fuse-swiglu): both
+/// gradients from one zinc.SwiGluGrad(gate, up, dy); where only one operand
+/// needs a gradient, that one alone.
+llvm::Error gradSwiGlu(GradientBuilder &b) {
+  ir::Value *gate = b.input(0), *up = b.input(1), *dy = b.outputGrad(0);
+  TensorType type{gate->dtype, gate->shape};
+  if (b.needsGrad(0) && b.needsGrad(1)) {
+    auto grads = b.ops("SwiGluGrad", {gate, up, dy}, {type, type}, {}, "zinc");
+    if (auto err = b.setGrad(0, grads[0]))
+      return err;
+    return b.setGrad(1, grads[1]);
+  }
+  if (b.needsGrad(0))
+    return b.setGrad(0, b.zincOp("SiluGrad", {gate, b.mul(dy, up)}, type));
+  if (b.needsGrad(1))
+    return b.setGrad(1, b.mul(dy, b.zincOp("Silu", {gate}, type)));
+  return llvm::Error::success();
+}
+
 llvm::Error gradHardSigmoid(GradientBuilder &b) {
   AttributeList attrs;
   attrs.set(makeFloatAttr("alpha", b.attrs().getFloat("alpha", 0.2)));
