@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/comm/Communicator.h"
+#include "zinc/runtime/comm/DevicePlacement.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Float16.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -19,6 +20,7 @@
 #include <functional>
 #include <climits>
 #include <cstring>
+#include <cstdlib>
 #include <mpi.h>
 #include <thread>
 #include <vector>
@@ -412,6 +414,27 @@ llvm::Expected<std::unique_ptr<Communicator>> createMpiCommunicator(double timeo
   if (auto err = comm->init())
     return std::move(err);
   return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+llvm::Expected<NodeRanks> mpiNodeRanks() {
+  MPI_Comm node = MPI_COMM_NULL;
+  int worldRank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  if (int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, worldRank,
+                                   MPI_INFO_NULL, &node))
+    return makeError("MPI_Comm_split_type (the ranks on this node) failed: " +
+                     mpiErrorText(rc));
+  int r = 0, n = 1;
+  MPI_Comm_rank(node, &r);
+  MPI_Comm_size(node, &n);
+  MPI_Comm_free(&node);
+  auto launcher = localRankFromEnvironment(std::getenv);
+  if (!launcher)
+    return launcher.takeError();
+  NodeRanks ranks;
+  ranks.localRank = launcher->value_or(static_cast<unsigned>(r));
+  ranks.localRanks = static_cast<unsigned>(n);
+  return ranks;
 }
 
 void finishMpi(bool failed) {
