@@ -568,9 +568,12 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     report.step = step;
     report.steps = opts.steps;
     report.reporting = reporting;
-    uint64_t gathered = comm ? comm->bytes().allgather.load() : 0;
-    uint64_t scattered = comm ? comm->bytes().reduceScatter.load() : 0;
-    uint64_t reduced = comm ? comm->bytes().allreduce.load() : 0;
+    // The collectives' bytes: the device's communicator's where it has one.
+    comm::Communicator *counted =
+        opts.hooks && opts.hooks->deviceCommunicator() ? opts.hooks->deviceCommunicator() : comm;
+    uint64_t gathered = counted ? counted->bytes().allgather.load() : 0;
+    uint64_t scattered = counted ? counted->bytes().reduceScatter.load() : 0;
+    uint64_t reduced = counted ? counted->bytes().allreduce.load() : 0;
     // The optimizer step's micro-batches: the step's loss is the mean of
     // theirs, its time and traffic their sums; the rest is read after the
     // last, which ran the update. A stop request waits for the step's end:
@@ -614,10 +617,10 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
         traced.push_back({elapsed, std::move(*result)});
       elapsed += seconds;
     }
-    if (comm) {
-      report.allgatherBytes = comm->bytes().allgather - gathered;
-      report.reduceScatterBytes = comm->bytes().reduceScatter - scattered;
-      report.allreduceBytes = comm->bytes().allreduce - reduced;
+    if (counted) {
+      report.allgatherBytes = counted->bytes().allgather - gathered;
+      report.reduceScatterBytes = counted->bytes().reduceScatter - scattered;
+      report.allreduceBytes = counted->bytes().allreduce - reduced;
     }
     if (lossKnown)
       report.loss = lossSum / microBatches;

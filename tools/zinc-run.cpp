@@ -5,6 +5,7 @@
 #include "zinc/runtime/StepLoop.h"
 #include "zinc/runtime/StopSignals.h"
 #include "zinc/runtime/comm/Communicator.h"
+#include "zinc/runtime/comm/DevicePlacement.h"
 #ifdef ZINC_HAVE_CUDA
 #include "zinc/runtime/cuda/CudaCalibrate.h"
 #include "zinc/runtime/cuda/CudaRuntime.h"
@@ -165,6 +166,14 @@ static cl::opt<double> collectiveTimeout(
              "stops with a diagnostic (default 300)"),
     cl::init(300), cl::cat(runCategory));
 
+static cl::opt<std::string> commChoice(
+    "comm",
+    cl::desc("--backend=cuda with several ranks: how their collectives travel: "
+             "nccl (a GPU per rank), mpi (staged through pinned host memory; "
+             "ranks may share a GPU) or auto (default: nccl when every rank has "
+             "a GPU of its own)"),
+    cl::value_desc("auto|nccl|mpi"), cl::init("auto"), cl::cat(runCategory));
+
 static constexpr StringLiteral tool = "zinc-run";
 
 /// This rank's number, for the signal handler's message.
@@ -215,7 +224,24 @@ static int toolMain(int argc, char **argv) {
                                            "' (expected cpu or cuda)"));
     return 1;
   }
+  auto commKind = zinc::comm::parseCommKind(commChoice);
+  if (!commKind) {
+    zinc::printError(tool, commKind.takeError());
+    return 1;
+  }
+  if (*commKind == zinc::comm::CommKind::Nccl && backend != "cuda") {
+    zinc::printError(tool, zinc::makeError("--comm=nccl needs --backend=cuda (the cpu "
+                                           "backend's ranks exchange over MPI)"));
+    return 1;
+  }
 #ifndef ZINC_HAVE_CUDA
+  // NCCL comes with the cuda backend: a build without one has neither.
+  if (*commKind == zinc::comm::CommKind::Nccl) {
+    zinc::printError(tool, zinc::makeError("--comm=nccl: this zinc-run was built without "
+                                           "NCCL (and without the cuda backend); use "
+                                           "--backend=cpu, whose ranks exchange over MPI"));
+    return 1;
+  }
   if (backend == "cuda") {
     zinc::printError(tool, zinc::makeError(
                                "--backend=cuda: this zinc-run was built without "
@@ -392,6 +418,8 @@ static int toolMain(int argc, char **argv) {
   if (backend == "cuda") {
     zinc::cuda::CudaRuntimeOptions cudaOpts;
     cudaOpts.allowTf32 = allowTf32;
+    cudaOpts.comm = *commKind;
+    cudaOpts.collectiveTimeout = collectiveTimeout;
     auto deviceStart = std::chrono::steady_clock::now();
     auto runtime = zinc::cuda::createCudaRuntime(**program, cudaOpts);
     if (!runtime) {
@@ -402,6 +430,10 @@ static int toolMain(int argc, char **argv) {
     opts.hooks = device.get();
     startup.pinSeconds = device->pinSeconds();
     startup.deviceSeconds = secondsSince(deviceStart) - startup.pinSeconds;
+    if (zinc::comm::Communicator *collectives = device->deviceCommunicator())
+      if (collectives->rank() == 0)
+        zinc::printNote(tool, Twine(collectives->size()) + " ranks: collectives over " +
+                                  collectives->kind() + " (--comm=" + commChoice + ")");
   }
 #endif
   opts.startup = startup;

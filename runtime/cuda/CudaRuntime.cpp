@@ -14,10 +14,14 @@
 #include "zinc/runtime/Executor.h"
 #include "zinc/runtime/GradNorm.h"
 #include "zinc/runtime/PinPlan.h"
+#include "zinc/runtime/comm/Communicator.h"
+#include "zinc/runtime/comm/DevicePlacement.h"
 #include "zinc/runtime/cuda/CublasLtGemm.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "zinc/runtime/cuda/CudaKernel.h"
 #include "zinc/runtime/cuda/Device.h"
+#include "zinc/runtime/cuda/NcclCommunicator.h"
+#include "zinc/runtime/cuda/StagedCommunicator.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -121,6 +125,7 @@ public:
   llvm::Error stateToDevice() override;
   llvm::Error stateToHost() override;
   double pinSeconds() const override { return pinTime; }
+  comm::Communicator *deviceCommunicator() override { return deviceComm.get(); }
 
 private:
   unsigned indexOf(const PreparedInstruction &inst) const {
@@ -137,6 +142,13 @@ private:
            b < program.gpuArena().base() + program.gpuArena().size();
   }
   llvm::Error checkKernels();
+  /// Several ranks: this rank's device and how the ranks' collectives
+  /// travel, agreed by every rank.
+  llvm::Error placeRank(const CudaRuntimeOptions &opts, int deviceCount,
+                        int &device, comm::CommKind &kind);
+  /// Makes the device communicator on the collective stream.
+  llvm::Error startCollectives(const CudaRuntimeOptions &opts, int device,
+                               comm::CommKind kind);
   llvm::Error layOut(const CudaRuntimeOptions &opts);
   /// Page-locks what the device streams' copies touch in the CPU tier.
   llvm::Error pinCpuTier(int device);
@@ -172,6 +184,8 @@ private:
   /// Tensors the host reads after every step (loss, loss scaling, outputs).
   std::vector<uint32_t> readBack;
   bool allowTf32 = false;
+  /// Several ranks: the collectives' communicator over device memory.
+  std::unique_ptr<comm::Communicator> deviceComm;
 };
 
 /// Sorts the kernel instructions of `program`'s device streams: those
@@ -180,12 +194,6 @@ private:
 llvm::Error classifyKernels(Program &program,
                             llvm::DenseSet<unsigned> &hostComputed) {
   const plan::Plan &plan = program.getPlan();
-  if (plan.ranks() > 1)
-    return makeError(
-        "the plan is for " + llvm::Twine(plan.ranks()) +
-        " ranks; the cuda backend runs single-rank plans so far (its NCCL "
-        "collectives are not wired into the executor yet): use "
-        "--backend=cpu under mpirun");
   // Which tensors are known at start-up: constants' values are loaded,
   // and host-computable ops over known inputs make more.
   llvm::DenseSet<int> known;
@@ -237,6 +245,14 @@ llvm::Error CudaRuntime::layOut(const CudaRuntimeOptions &opts) {
         return s.takeError();
       streams.emplace(p.stream, std::move(*s));
     }
+  // Several ranks' collectives run on the collective stream, whose
+  // communicator ShardOf asks for the rank even where no collective runs.
+  if (program.ranks() > 1 && !streams.count(plan::STREAM_COLLECTIVE)) {
+    auto s = Stream::create();
+    if (!s)
+      return s.takeError();
+    streams.emplace(plan::STREAM_COLLECTIVE, std::move(*s));
+  }
   scratchBytes = opts.scratchBytes;
   uint64_t kernelStreams = 0;
   for (auto &entry : streams)
@@ -495,6 +511,15 @@ llvm::Error CudaRuntime::prepareInstructions(const CudaRuntimeOptions &opts) {
     }
     if (hostComputed.contains(i))
       continue;
+    // The device communicator queues on the collective stream: a collective
+    // elsewhere would be ordered against the wrong stream's work.
+    if (program.ranks() > 1 && p.stream != plan::STREAM_COLLECTIVE &&
+        inst.domain() == kZincDomain &&
+        (inst.op() == "AllReduce" || inst.op() == "ReduceScatter" || inst.op() == "AllGather"))
+      return makeError("node '" + inst.name() + "' (" + inst.op() +
+                       "): the cuda backend runs collectives on the collective stream, "
+                       "and the plan has this one on the " + plan::streamName(p.stream) +
+                       " stream");
     d.fn = lookupCudaKernel(inst.domain(), inst.op());
     d.gemm = gemms.at(p.stream).get();
     d.scratch = scratch.at(p.stream);
@@ -529,14 +554,60 @@ llvm::Error CudaRuntime::start(const CudaRuntimeOptions &opts) {
     return makeError("CUDA device " + llvm::Twine(opts.device) +
                      " does not exist (this machine has " +
                      llvm::Twine(*count) + ")");
-  ZINC_CUDA_TRY(cudaSetDevice(opts.device));
+  int device = opts.device;
+  comm::CommKind kind = comm::CommKind::Mpi;
+  if (program.ranks() > 1)
+    if (auto err = placeRank(opts, *count, device, kind))
+      return err;
+  ZINC_CUDA_TRY(cudaSetDevice(device));
   if (auto err = checkKernels())
     return err;
-  if (auto err = layOut(opts))
+  CudaRuntimeOptions placed = opts;
+  placed.device = device;
+  if (auto err = layOut(placed))
     return err;
+  if (program.ranks() > 1)
+    if (auto err = startCollectives(opts, device, kind))
+      return err;
   if (auto err = prepareInstructions(opts))
     return err;
   return computeOnHost();
+}
+
+llvm::Error CudaRuntime::placeRank(const CudaRuntimeOptions &opts, int deviceCount,
+                                   int &device, comm::CommKind &kind) {
+  comm::Communicator *host = program.communicator();
+  if (!host)
+    return makeError("the plan is for " + llvm::Twine(program.getPlan().ranks()) +
+                     " ranks: start them with mpirun (or srun)");
+  auto node = comm::mpiNodeRanks();
+  if (!node)
+    return node.takeError();
+  auto choice = comm::chooseDevice(*node, deviceCount, opts.comm, /*ncclBuilt=*/true);
+  if (!choice)
+    return addContext(choice.takeError(), "rank " + llvm::Twine(host->rank()));
+  // Auto must come out the same on every rank: one rank that has to share
+  // a GPU makes every rank stage through MPI.
+  double needsMpi = choice->comm == comm::CommKind::Mpi ? 1 : 0;
+  if (auto err = host->allReduce(&needsMpi, 1, DType::F64, comm::ReduceOp::Max,
+                                 "the ranks' choice of --comm"))
+    return err;
+  device = choice->device;
+  kind = comm::agreeOnComm(opts.comm, choice->comm, needsMpi > 0);
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRuntime::startCollectives(const CudaRuntimeOptions &opts, int device,
+                                          comm::CommKind kind) {
+  cudaStream_t stream = streams.at(plan::STREAM_COLLECTIVE).get();
+  auto made = kind == comm::CommKind::Nccl
+                  ? createNcclCommunicator(*program.communicator(), stream,
+                                           opts.collectiveTimeout, device)
+                  : createStagedCommunicator(*program.communicator(), stream, opts.staging);
+  if (!made)
+    return made.takeError();
+  deviceComm = std::move(*made);
+  return llvm::Error::success();
 }
 
 llvm::Error CudaRuntime::beforeRun(const PreparedInstruction &inst) {
@@ -598,6 +669,7 @@ llvm::Error CudaRuntime::run(PreparedInstruction &inst, unsigned index,
     call.workspace = d.scratch;
     call.workspaceBytes = d.scratchBytes;
     call.effects = inst.effects;
+    call.comm = deviceComm.get();
     if (auto err = d.fn(call))
       return err;
   }

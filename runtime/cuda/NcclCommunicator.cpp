@@ -16,7 +16,6 @@
 #include "zinc/support/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <chrono>
-#include <cstdlib>
 #include <nccl.h>
 #include <thread>
 
@@ -267,25 +266,21 @@ private:
 
 llvm::Expected<std::unique_ptr<comm::Communicator>>
 createNcclCommunicator(comm::Communicator &bootstrap, cudaStream_t stream,
-                       double timeoutSeconds) {
+                       double timeoutSeconds, int device) {
   auto devices = cudaDeviceCount();
   if (!devices)
     return devices.takeError();
   if (*devices == 0)
     return makeError("rank " + llvm::Twine(bootstrap.rank()) +
                      ": NCCL needs a CUDA device, and this process has none");
-  // One GPU per rank: the launcher's local rank picks it (ranks on one node
-  // would otherwise all open device 0).
-  int local = 0;
-  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
-                          "PMIX_LOCAL_RANK"})
-    if (const char *value = std::getenv(var)) {
-      local = std::atoi(value);
-      break;
-    }
-  if (auto err = checkCuda(cudaSetDevice(local % *devices),
-                           "cudaSetDevice(" + llvm::Twine(local % *devices) + ")"))
-    return err;
+  if (device >= *devices)
+    return makeError("rank " + llvm::Twine(bootstrap.rank()) + ": CUDA device " +
+                     llvm::Twine(device) + " does not exist (this machine has " +
+                     llvm::Twine(*devices) + ")");
+  if (device >= 0)
+    if (auto err = checkCuda(cudaSetDevice(device),
+                             "cudaSetDevice(" + llvm::Twine(device) + ")"))
+      return err;
   auto comm = std::make_unique<NcclCommunicator>(bootstrap.rank(), bootstrap.size(), stream,
                                                  timeoutSeconds);
   if (auto err = comm->init(bootstrap))

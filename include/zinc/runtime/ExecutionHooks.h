@@ -18,6 +18,10 @@
 #include "llvm/Support/Error.h"
 #include <cstdint>
 
+namespace zinc::comm {
+class Communicator;
+}
+
 namespace zinc::rt {
 
 struct PreparedInstruction;
@@ -77,6 +81,11 @@ public:
   /// Measured: seconds start-up spent page-locking host memory for DMA
   /// (zinc-run's start-up report).
   virtual double pinSeconds() const { return 0; }
+
+  /// The communicator the device's collectives run on, when it is not the
+  /// program's (the cuda backend's NCCL or staged MPI): the step loop reads
+  /// the collective bytes of --metrics from it.
+  virtual comm::Communicator *deviceCommunicator() { return nullptr; }
 };
 
 } // namespace zinc::rt

@@ -21,6 +21,10 @@
 #include "llvm/Support/Error.h"
 #include <cuda_runtime_api.h>
 
+namespace zinc::comm {
+class Communicator;
+}
+
 namespace zinc::cuda {
 
 /// One invocation of a cuda kernel.
@@ -57,6 +61,9 @@ struct CudaKernelCall {
   uint64_t workspaceBytes = 0;
   /// What the op declares it writes (ZincOps.def), set by the executor.
   const OpEffects *effects = nullptr;
+  /// The ranks' communicator over device memory, its collectives queued on
+  /// `stream` (NCCL, or MPI staged through the host); null for one rank.
+  comm::Communicator *comm = nullptr;
 
   const DeviceTensor *input(size_t i) const {
     return i < inputs.size() ? inputs[i] : nullptr;

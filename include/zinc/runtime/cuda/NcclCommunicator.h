@@ -18,12 +18,13 @@
 namespace zinc::cuda {
 
 /// A communicator over the ranks of `bootstrap` (its rank and size), on
-/// the CUDA device of this rank's local rank (modulo the devices), running
-/// collectives on `stream`; its tensors, broadcast's included, are device
-/// memory. Fails with a diagnostic when this process has no CUDA device.
+/// CUDA device `device` (-1: the current one; the cuda runtime gives the
+/// rank's own, DevicePlacement.h), running collectives on `stream`; its
+/// tensors, broadcast's included, are device memory. Fails with a
+/// diagnostic when this process has no CUDA device.
 llvm::Expected<std::unique_ptr<comm::Communicator>>
 createNcclCommunicator(comm::Communicator &bootstrap, cudaStream_t stream,
-                       double timeoutSeconds);
+                       double timeoutSeconds, int device = -1);
 
 } // namespace zinc::cuda
 
