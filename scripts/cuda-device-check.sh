@@ -42,6 +42,15 @@
 #   e2e            test/e2e/test_cuda.py: bf16 GPT and the offloaded peak
 #   ceilings       zinc-bench-cuda: GEMM vs cuBLAS, copies vs cudaMemcpyAsync
 #   memcheck       compute-sanitizer on two offloaded steps of the bundled GPT
+#   zero-mpi       (not in the default list: the default's limits fill the
+#                  budget) test/e2e/test_cuda_zero.py: two ranks under the
+#                  pack's mpirun (scripts/pack-openmpi.sh) sharing the GPU,
+#                  --backend=cuda --comm=mpi on the bundled GPT at ZeRO
+#                  stages 1-3 against the cpu backend under mpirun (losses
+#                  and weights within 1e-5), a 2-rank GPU checkpoint resumed
+#                  on one rank, --comm=nccl refused and --comm=auto staging
+#                  where the ranks share a GPU: STAGES=zero-mpi, alone or
+#                  after calibrate and unit in a call of its own
 #   compare        (not in the default list) scripts/compare-backends.py on
 #                  the carried convnets, for chasing a mismatch
 #   train          (not in the default list) bench/cuda_train_gpt.py run
@@ -71,6 +80,7 @@ memcheck 15
 "
 # Stages that run only when STAGES names them; never in the default sum.
 EXTRA_TABLE="
+zero-mpi 120
 compare 90
 train 140
 "
@@ -291,7 +301,18 @@ compare_stage() {
   done
 }
 
-export -f zinc_case calibrate_stage unit_suites attention_stage memcheck_stage compare_stage
+zero_mpi_stage() {
+  # The pack's Open MPI, relocated; root may start ranks.
+  . "$ROOT/scripts/pack-openmpi.sh" --env $Z
+  mpirun --version | head -1
+  (cd "$ROOT/test/e2e" && python3 -m unittest -v test_cuda_zero) >$W/zero-mpi.log 2>&1
+  local rc=$?
+  cat $W/zero-mpi.log
+  python3 "$ROOT/scripts/unittest-summary.py" $W/zero-mpi.log $rc >"$OUT/zero-mpi.json"
+  return $rc
+}
+
+export -f zinc_case calibrate_stage zero_mpi_stage unit_suites attention_stage memcheck_stage compare_stage
 export big_flags GPU_MEM GPU_FRACTION HW
 
 for s in $STAGES; do
@@ -343,6 +364,10 @@ for s in $STAGES; do
   memcheck)
     FILTER='ERROR SUMMARY|error|Error|step'
     run_stage memcheck "$limit" bash -c memcheck_stage ;;
+  zero-mpi)
+    FILTER='FAIL|ERROR|Error|error|ok$|OK|Ran |skipped|mpirun'
+    LINES_SHOWN=20
+    run_stage zero-mpi "$limit" bash -c zero_mpi_stage ;;
   compare)
     run_stage compare "$limit" bash -c compare_stage ;;
   train)

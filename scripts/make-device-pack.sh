@@ -2,7 +2,9 @@
 # Packs what scripts/cuda-device-check.sh runs on a GPU machine: the tools,
 # the cuda unit tests and benchmark (stripped), and every shared library
 # they need that such a machine may lack (its own CUDA libraries excepted),
-# into PACK/pack.tar.xz; the exported GPT of bench/cuda_train_gpt.py into
+# with Open MPI's launcher and components (scripts/pack-openmpi.sh: the
+# machine has no package registry to install mpirun from), into
+# PACK/pack.tar.xz; the exported GPT of bench/cuda_train_gpt.py into
 # PACK/gpt2s (once: the export takes minutes on a small machine); and the
 # models of test/e2e/training_exports.py into PACK/exports (exported with
 # this machine's PyTorch, whatever the GPU machine's exporter writes).
@@ -54,8 +56,10 @@ for b in $bins; do ldd "$BUILD/$b"; done | awk '$3 ~ /^\// {print $1, $3}' | sor
       *) cp -L "$path" "$S/lib/$name" ;;
     esac
   done
+# mpirun for the ranks of the zero-mpi stage, relocated there by OPAL_PREFIX.
+"$ROOT/scripts/pack-openmpi.sh" "$S"
 mkdir -p "$PACK"
-tar cJf "$PACK/pack.tar.xz" -C "$S" build lib
+tar cJf "$PACK/pack.tar.xz" -C "$S" build lib ompi
 [ -e "$PACK/gpt2s/config.json" ] || /usr/bin/python3 "$ROOT/bench/cuda_train_gpt.py" prepare "$PACK/gpt2s"
 [ -e "$PACK/exports/resnet18.onnx.xz" ] || /usr/bin/python3 "$ROOT/test/e2e/training_exports.py" "$PACK/exports"
 ls -la "$PACK/pack.tar.xz"

@@ -11,6 +11,7 @@ at a tiny size on the CPU.
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,35 @@ class DeviceCheckScriptTest(unittest.TestCase):
         proc = run(["bash", PACK_SCRIPT, "--check-size", "/nonexistent-pack"])
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertIn("of 64 MiB", proc.stdout)
+
+
+class OpenMpiPackTest(unittest.TestCase):
+    """scripts/pack-openmpi.sh: the pack's mpirun, relocated by OPAL_PREFIX,
+    starts two ranks that see their local ranks (what the zero-mpi stage
+    needs on a GPU machine without a package registry)."""
+
+    def test_packed_mpirun_starts_two_ranks(self):
+        exe = shutil.which("mpirun")
+        if not exe or os.path.basename(os.path.realpath(exe)) != "orterun":
+            self.skipTest("no Open MPI 4 mpirun here")
+        script = os.path.join(ROOT, "scripts", "pack-openmpi.sh")
+        with tempfile.TemporaryDirectory() as dest:
+            proc = run(["bash", script, dest], timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            for path in ("ompi/bin/mpirun", "lib/libmpi.so.40", "lib/libopen-rte.so.40"):
+                self.assertTrue(os.path.exists(os.path.join(dest, path)), path)
+            components = os.listdir(os.path.join(
+                dest, "ompi", "lib", "x86_64-linux-gnu", "openmpi", "lib", "openmpi3"))
+            for c in ("mca_pml_ob1.so", "mca_btl_vader.so", "mca_plm_rsh.so"):
+                self.assertIn(c, components)
+            proc = run(["bash", "-c",
+                        '. "$0" --env "$1" && [ "$(command -v mpirun)" = "$1/ompi/bin/mpirun" ] '
+                        '&& mpirun --oversubscribe -np 2 bash -c '
+                        '"echo rank \\$OMPI_COMM_WORLD_RANK local \\$OMPI_COMM_WORLD_LOCAL_RANK"',
+                        script, dest], timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertEqual(sorted(proc.stdout.split("\n")[:2]),
+                             ["rank 0 local 0", "rank 1 local 1"])
 
 
 class BaselinesTest(unittest.TestCase):
