@@ -224,3 +224,40 @@ TEST(ActivationGrad, SiluFusedFromSigmoidProduct) {
                  1e-6,
                  "fuse-silu,build-training"});
 }
+
+TEST(ActivationGrad, SwiGluFusedFromSiluProduct) {
+  // fuse-silu then fuse-swiglu make silu(g) * u one zinc.SwiGlu
+  // (test/lit/passes/fuse-swiglu.onnxtxt); both operands' gradients come
+  // from one zinc.SwiGluGrad.
+  checkWeighted({{{"a", {3, 4}}, {"u", {3, 4}}},
+                 "  k = Constant<value = double {4.0}>()\n"
+                 "  g = Mul(a, k)\n"
+                 "  s = Sigmoid(g)\n"
+                 "  act = Mul(g, s)\n"
+                 "  y = Mul(act, u)",
+                 {3, 4},
+                 17,
+                 "",
+                 1e-6,
+                 1e-6,
+                 "fuse-silu,fuse-swiglu,build-training",
+                 {"zinc.SwiGluGrad"}});
+}
+
+TEST(ActivationGrad, SwiGluWithOneOperandFrozen) {
+  // Only the gate needs a gradient (up is a frozen constant): the rule
+  // gives it alone, through SiluGrad.
+  checkWeighted({{{"a", {2, 5}}, {"c_u", {2, 5}}},
+                 "  k = Constant<value = double {4.0}>()\n"
+                 "  g = Mul(a, k)\n"
+                 "  s = Sigmoid(g)\n"
+                 "  act = Mul(g, s)\n"
+                 "  y = Mul(c_u, act)",
+                 {2, 5},
+                 17,
+                 "",
+                 1e-6,
+                 1e-6,
+                 "fuse-silu,fuse-swiglu,build-training",
+                 {"zinc.SwiGlu", "zinc.SiluGrad"}});
+}

@@ -90,6 +90,14 @@ llvm::Expected<Harness> build(llvm::StringRef text, const GradCheckOptions &opts
     return err;
   if (auto err = pm.run(**graph))
     return err;
+  for (const std::string &op : opts.expectOps) {
+    bool found = false;
+    for (const ir::Node *n : (*graph)->nodes())
+      found |= (n->domain.empty() ? n->opType : n->domain + "." + n->opType) == op;
+    if (!found)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "the pipeline made no " + op);
+  }
   auto loss = findLossOutput(**graph, "loss");
   if (!loss)
     return loss.takeError();

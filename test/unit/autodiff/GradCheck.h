@@ -29,6 +29,9 @@ struct GradCheckOptions {
   /// The passes run before emitting: the fusions that make the ops whose
   /// gradients a test checks go before build-training.
   std::string pipeline = "build-training";
+  /// Ops ("zinc.Rotary") the pipeline must have made: a fusion that did not
+  /// fire fails the check instead of passing on the unfused ops' rules.
+  std::vector<std::string> expectOps;
 };
 
 struct ParamSpec {

@@ -32,6 +32,7 @@ struct WeightedCase {
   double step = 1e-6;
   double tolerance = 1e-6;
   std::string pipeline = "build-training";
+  std::vector<std::string> expectOps = {};
 };
 
 inline void checkWeighted(const WeightedCase &c) {
@@ -51,6 +52,7 @@ inline void checkWeighted(const WeightedCase &c) {
   opts.tolerance = c.tolerance;
   opts.opset = c.opset;
   opts.pipeline = c.pipeline;
+  opts.expectOps = c.expectOps;
   expectGradientsMatch(text, opts);
 }
 
