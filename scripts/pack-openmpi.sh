@@ -11,7 +11,7 @@
 #
 # Components for networks a one-node run never uses (UCX, libfabric,
 # InfiniBand verbs, PSM) are left out with their libraries; the ranks talk
-# over shared memory (btl self,vader; pml ob1).
+# over shared memory (btl self,vader; pml ob1), else TCP.
 ompi_env() {
   local dir=$1
   export OPAL_PREFIX=$dir/ompi
@@ -19,7 +19,10 @@ ompi_env() {
   export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PMIX_MCA_mca_base_component_path=$dir/ompi/pmix
   export PMIX_INSTALL_PREFIX=$dir/ompi
-  export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_osc=pt2pt,sm,rdma
+  # Shared memory first; TCP where /dev/shm is too small. Containers often
+  # forbid the cross-memory attach vader would use for large messages.
+  export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_osc=pt2pt,sm,rdma
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
   export OMPI_MCA_mtl=^ofi,psm,psm2 OMPI_MCA_btl_base_warn_component_unused=0
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 }
