@@ -47,7 +47,7 @@
 #                  pack's mpirun (scripts/pack-openmpi.sh) sharing the GPU,
 #                  --backend=cuda --comm=mpi on the bundled GPT at ZeRO
 #                  stages 1-3 against the cpu backend under mpirun (losses
-#                  and weights within 1e-5), a 2-rank GPU checkpoint resumed
+#                  within 1e-5, weights 1e-3), a 2-rank GPU checkpoint resumed
 #                  on one rank, --comm=nccl refused and --comm=auto staging
 #                  where the ranks share a GPU: STAGES=zero-mpi, alone or
 #                  after calibrate and unit in a call of its own

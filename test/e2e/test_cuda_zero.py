@@ -12,11 +12,12 @@ under `mpirun -np 2`:
   - at ZeRO stages 1, 2 and 3, `--backend=cuda --comm=mpi` (collectives
     staged through pinned host memory, so both ranks may share one GPU)
     against the same plan on the cpu backend: every step's loss within 1e-5
-    relative, the gathered weights within 1e-5 of the largest weight, and
+    relative, the gathered weights within 1e-3 of the largest weight (Adam
+    makes whole steps of the noise in a gradient that is exactly zero), and
     the device communicator's all-gather bytes counted in --metrics;
   - a checkpoint of the two GPU ranks at stage 3 holds the cpu backend's
-    weights (within 1e-5), and resumes on one GPU rank as the cpu backend's
-    checkpoint resumes on one cpu rank;
+    weights (within 1e-3 of the largest), and resumes on one GPU rank as the
+    cpu backend's checkpoint resumes on one cpu rank (losses within 1e-5);
   - where the ranks outnumber the GPUs: --comm=nccl is refused in one line,
     and --comm=auto says it stages through MPI.
 
@@ -42,6 +43,10 @@ GPT = os.path.join(ROOT, "examples", "gpt")
 RANKS = 2
 STEPS = 4
 RTOL = 1e-5
+# Weights to 1e-3 of the largest, as test_cuda.py and test_zero.py: Adam turns
+# the rounding noise of a gradient that is zero in exact arithmetic (attention's
+# key bias) into whole steps, whatever order each backend sums in.
+WEIGHT_RTOL = 1e-3
 TIMEOUT = 300
 
 
@@ -172,7 +177,7 @@ class CudaZeroTest(unittest.TestCase):
         self.assertEqual(sorted(got_weights), sorted(want_weights), what)
         for name, w in want_weights.items():
             scale = max(float(np.abs(w).max()), 1e-3)
-            self.assertLessEqual(float(np.abs(got_weights[name] - w).max()), RTOL * scale,
+            self.assertLessEqual(float(np.abs(got_weights[name] - w).max()), WEIGHT_RTOL * scale,
                                  "%s: weight %s" % (what, name))
 
     # -- refusals, no GPU needed -------------------------------------------
