@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/BucketCollectives.h"
+#include "zinc/passes/LeadWalk.h"
 #include "zinc/passes/NodeCost.h"
 #include "zinc/passes/NvmeQueueOrder.h"
 #include "zinc/passes/Pass.h"
@@ -52,7 +53,10 @@ ir::Stream linkStream(ir::Tier from, ir::Tier to) {
 class Mover {
 public:
   Mover(ir::Graph &g, const MemoryOptions &mem, const Hardware *hw)
-      : g(g), mem(mem), hw(mem.prefetchLead > 0 ? hw : nullptr) {}
+      : g(g), mem(mem), hw(mem.prefetchLead > 0 ? hw : nullptr) {
+    if (this->hw)
+      walk.emplace(g, *this->hw);
+  }
 
   llvm::Error run() {
     std::vector<ir::Node *> original(g.nodes().begin(), g.nodes().end());
@@ -61,6 +65,8 @@ public:
       if (isTransfer(*n)) {
         if (auto err = lowerExplicitCopy(n))
           return err;
+        if (walk)
+          walk->finalize(*n);
         continue;
       }
       ir::Tier here = execTier(*n);
@@ -96,6 +102,8 @@ public:
       for (unsigned i = 0; i < n->inputs.size(); ++i)
         if (n->inputs[i] && n->writesInput(i))
           lastWriter[n->inputs[i]] = n;
+      if (walk)
+        walk->finalize(*n);
     }
     return llvm::Error::success();
   }
@@ -131,38 +139,30 @@ private:
     if (hw && mem.nvmeFetchesFirst && link == ir::Stream::Nvme &&
         source->tier == ir::Tier::Nvme && user->stream != ir::Stream::Host)
       need += mem.prefetchLead * longestHostBoundNvmeCopy;
+    if (hw) {
+      // With prefetchCountsQueue, the link serves the copies in between
+      // first: they must be covered too.
+      LeadWalk::Query q;
+      q.user = user;
+      q.stop = stop;
+      q.link = link;
+      q.need = need;
+      q.countsQueue = mem.prefetchCountsQueue;
+      q.maxWalk = kMaxLeadWalk;
+      return walk->walk(q);
+    }
     ir::Node *at = user;
     unsigned seen = 0;
-    double covered = 0;
-    unsigned maxWalk = hw ? kMaxLeadWalk : kMaxWalk;
-    for (unsigned walked = 0; walked < maxWalk; ++walked) {
-      if (hw ? covered >= need : seen >= mem.prefetchDistance)
-        break;
+    for (unsigned walked = 0; walked < kMaxWalk && seen < mem.prefetchDistance; ++walked) {
       ir::Node *prev = g.prevNode(at);
       if (!prev || prev == stop)
         break;
       at = prev;
       if (!isTransfer(*at) &&
-          (at->stream == ir::Stream::Compute || at->stream == user->stream)) {
+          (at->stream == ir::Stream::Compute || at->stream == user->stream))
         ++seen;
-        if (hw)
-          covered += nodeSeconds(*at, *hw, g.ranks);
-      } else if (hw && mem.prefetchCountsQueue && isTransfer(*at) && at->stream == link) {
-        // Its link serves the copies in between first: they must be
-        // covered too.
-        need += transferSeconds(*at);
-      }
     }
     return at;
-  }
-
-  /// Predicted seconds of a transfer node on its link.
-  double transferSeconds(const ir::Node &copy) const {
-    const ir::Value *src = copy.inputs[0];
-    const ir::Value *dst = copy.opType == "CopyInto" ? copy.inputs[1] : copy.outputs[0];
-    if (!src || !dst)
-      return 0;
-    return copySeconds(src->byteSize(), src->tier, dst->tier, *hw, g.ranks);
   }
 
   /// One zinc.Copy of `source` into a new transient value in `to`.
@@ -175,6 +175,8 @@ private:
     ir::Node *node = g.insertNode(before, "Copy", g.uniqueNodeName(name), {source},
                                   {copy}, {}, "zinc");
     node->stream = linkStream(source->tier, to);
+    if (walk)
+      walk->inserted(*node, before);
     return copy;
   }
 
@@ -216,6 +218,8 @@ private:
                                    g.uniqueNodeName(home->name + "/writeback"),
                                    {src, home}, {}, {}, "zinc");
     store->stream = linkStream(src->tier, home->tier);
+    if (walk)
+      walk->inserted(*store, after);
     lastWriter[home] = store;
     if (hw && home->tier == ir::Tier::Nvme)
       noteHostBoundNvmeCopy(home->byteSize(), src->tier, home->tier);
@@ -277,6 +281,8 @@ private:
   const MemoryOptions &mem;
   /// The rates prefetches are timed with; null to count nodes.
   const Hardware *hw;
+  /// Where timed prefetches go (with hw).
+  llvm::Optional<LeadWalk> walk;
   /// The longest NVMe write-back or state read for the host made so far:
   /// what a fetch on that link may find in progress.
   double longestHostBoundNvmeCopy = 0;

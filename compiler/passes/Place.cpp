@@ -19,6 +19,7 @@
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace zinc::passes {
 namespace {
@@ -32,13 +33,30 @@ public:
   }
 };
 
-/// The distinct nodes reading `v`.
+/// The distinct nodes reading `v`, in the order of its use list. A set, not
+/// a search of the list so far: the loss-scaling flags have a use for
+/// every update of the model.
 llvm::SmallVector<ir::Node *, 4> usersOf(const ir::Value &v) {
   llvm::SmallVector<ir::Node *, 4> users;
+  llvm::SmallPtrSet<const ir::Node *, 4> seen;
   for (const ir::Use &u : v.uses())
-    if (!llvm::is_contained(users, u.user))
+    if (seen.insert(u.user).second)
       users.push_back(u.user);
   return users;
+}
+
+/// How many distinct nodes read `v`, counted no further than 2: whether a
+/// state belongs to one update or is shared. Asked for each state of each
+/// update, so it must not walk a shared state's use list to the end.
+unsigned distinctUsersUpToTwo(const ir::Value &v) {
+  const ir::Node *first = nullptr;
+  for (const ir::Use &u : v.uses()) {
+    if (!first)
+      first = u.user;
+    else if (u.user != first)
+      return 2;
+  }
+  return first ? 1 : 0;
 }
 
 /// Where gradient accumulators (--grad-accum) live: with the optimizer's
@@ -85,7 +103,7 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
     // the master; shared ones (loss-scaling flags) and the mixed-precision
     // copy are placed below.
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
-      if (in && in->role == ir::ValueRole::State && usersOf(*in).size() == 1)
+      if (in && in->role == ir::ValueRole::State && distinctUsersUpToTwo(*in) == 1)
         in->tier = mem.optimizerTier;
     // A gradient accumulator (--grad-accum): the micro-batches' gradients
     // are added into it where the update runs, and what reads it for
@@ -117,7 +135,7 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
              (n->stream == ir::Stream::Compute || n->stream == ir::Stream::Collective);
     });
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
-      if (in && in->role == ir::ValueRole::State && usersOf(*in).size() > 1 &&
+      if (in && in->role == ir::ValueRole::State && distinctUsersUpToTwo(*in) > 1 &&
           in->shape == master->shape && in->dtype != DType::F32)
         in->tier = mem.paramsTier; // The mixed-precision copy.
     // A delayed update writes the master while compute reads the weights
