@@ -93,7 +93,8 @@ llvm::Expected<Harness> build(llvm::StringRef text, const GradCheckOptions &opts
   for (const std::string &op : opts.expectOps) {
     bool found = false;
     for (const ir::Node *n : (*graph)->nodes())
-      found |= (n->domain.empty() ? n->opType : n->domain + "." + n->opType) == op;
+      found |=
+          (n->domain.empty() ? n->opType : n->domain + "." + n->opType) == op;
     if (!found)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "the pipeline made no " + op);
