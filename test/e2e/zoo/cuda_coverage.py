@@ -31,10 +31,15 @@ def cuda_ops():
     return ops
 
 
-def missing_cuda_kernels(dump_bin, plan):
-    """The ops of `plan` the cuda backend would refuse, sorted."""
+def plan_ops(dump_bin, plan):
+    """{op name as zinc-dump prints it} of the instructions of `plan`."""
     text = subprocess.run([dump_bin, plan], stdout=subprocess.PIPE, check=True,
                           universal_newlines=True).stdout
     used = set(re.findall(r"^\s+\d+: ([\w.]+) \"", text, re.M))
     assert used, "no instructions found in zinc-dump's text of " + plan
-    return sorted(used - cuda_ops() - NOT_KERNELS)
+    return used
+
+
+def missing_cuda_kernels(dump_bin, plan):
+    """The ops of `plan` the cuda backend would refuse, sorted."""
+    return sorted(plan_ops(dump_bin, plan) - cuda_ops() - NOT_KERNELS)

@@ -22,7 +22,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import models  # noqa: E402
 import first_update  # noqa: E402
-from cuda_coverage import missing_cuda_kernels  # noqa: E402
+from cuda_coverage import missing_cuda_kernels, plan_ops  # noqa: E402
 import zoo_models  # noqa: E402
 from harness import ADAMW, TrainingComparison  # noqa: E402
 
@@ -32,6 +32,16 @@ class TextZooTest(TrainingComparison, unittest.TestCase):
 
 
 BY_FIRST_UPDATE = {"whisper"}
+
+# What the fusions make of each family's spelled-out formulas: the ops its
+# plan must hold (both directions), and the ops they replace that it must
+# not (Llama's Sigmoid, Neg and Concat come only from SiLU and rotate_half).
+FUSED = {
+    "llama": ({"zinc.RmsNorm", "zinc.RmsNormGrad", "zinc.Rotary", "zinc.RotaryGrad",
+               "zinc.SwiGlu", "zinc.SwiGluGrad", "zinc.Attention", "zinc.AttentionGrad"},
+              {"Sigmoid", "Neg", "Concat", "Sqrt", "ReduceMean", "zinc.Silu"}),
+    "gpt_neox": ({"zinc.Rotary", "zinc.RotaryGrad"}, {"Neg"}),
+}
 
 
 def _add(name):
@@ -48,7 +58,13 @@ def _add(name):
             work = os.path.join(self.root, "%s-opset17-adamw" % name)
         # And the same plan would load on the cuda backend.
         dump = os.path.join(os.path.dirname(self.compile_bin), "zinc-dump")
-        self.assertEqual(missing_cuda_kernels(dump, os.path.join(work, "model.zplan")), [])
+        plan = os.path.join(work, "model.zplan")
+        self.assertEqual(missing_cuda_kernels(dump, plan), [])
+        if name in FUSED:
+            made, replaced = FUSED[name]
+            ops = plan_ops(dump, plan)
+            self.assertEqual(made - ops, set(), "fused ops missing from the plan")
+            self.assertEqual(replaced & ops, set(), "unfused ops left in the plan")
     test.__doc__ = "%s, exported for training, trains 8 AdamW steps as in PyTorch" % name
     setattr(TextZooTest, "test_" + name, test)
 
