@@ -1,217 +1,66 @@
 //===- StagedCommunicator.cpp - Device collectives over MPI via the host -===//
 //
-// Gathers and reduce-scatters exchange chunks of every rank's part: a chunk
-// is elements [b, b + c) of each rank's shard, laid out in the slot as the
-// part this rank sends (c elements) followed by every rank's (ranks x c),
-// so that the host communicator sees a tensor of ranks x c in equal shards
-// of c. The last owner's part may end before the chunk does: only what it
-// owns is copied, and whatever the rest of its row holds lands only in
-// shard padding, which is zeroed afterwards.
+// comm/StagedCommunicator.cpp does the staging; this is how its bytes move
+// on a CUDA device: pinned slots (cudaHostAlloc), copies queued on the
+// collective stream, a CUDA event per slot recorded after a chunk's copies
+// to the host and waited for before the host exchanges the slot.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/cuda/StagedCommunicator.h"
-#include "zinc/runtime/comm/StagingPlan.h"
 #include "zinc/runtime/cuda/CudaCheck.h"
 #include "zinc/runtime/cuda/Device.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/KernelWorkspace.h"
-#include <algorithm>
 #include <vector>
 
 namespace zinc::cuda {
 namespace {
 
-using comm::StagedChunk;
-using comm::StageStepKind;
-
-class StagedCommunicator : public comm::Communicator {
+class CudaStagingCopier : public comm::StagingCopier {
 public:
-  StagedCommunicator(comm::Communicator &host, cudaStream_t stream,
-                     const StagingOptions &opts)
-      : host(host), stream(stream), slotBytes(opts.slotBytes),
-        slots(opts.slots) {}
+  explicit CudaStagingCopier(cudaStream_t stream) : stream(stream) {}
 
-  llvm::Error init() {
-    auto pinned = PinnedBuffer::create(slotBytes * slots);
+  llvm::Error init(const StagingOptions &opts) {
+    auto pinned = PinnedBuffer::create(opts.slotBytes * opts.slots);
     if (!pinned)
       return addContext(pinned.takeError(),
                         "the staging of collectives through the host");
     staging = std::move(*pinned);
-    for (unsigned s = 0; s < slots; ++s) {
+    for (unsigned s = 0; s < opts.slots; ++s) {
       auto ev = Event::create();
       if (!ev)
         return ev.takeError();
       copied.push_back(std::move(*ev));
     }
-    // 16-bit sums and means are reduced in f32 by the host communicator.
-    scratch.resize(std::min<uint64_t>(slotBytes / 2, kCollectiveChunkElements));
     return llvm::Error::success();
   }
 
-  unsigned rank() const override { return host.rank(); }
-  unsigned size() const override { return host.size(); }
-  llvm::StringRef kind() const override {
-    return "MPI staged through pinned host memory";
+  uint8_t *slotMemory() override {
+    return static_cast<uint8_t *>(staging.data());
   }
-
-  llvm::Error allReduce(void *data, int64_t count, DType dtype,
-                        comm::ReduceOp op, llvm::StringRef what,
-                        llvm::MutableArrayRef<float>) override {
-    size_t e = dtypeSize(dtype);
-    auto *dev = static_cast<uint8_t *>(data);
-    if (auto err = pipeline(
-            count, e, what,
-            [&](const StagedChunk &c, uint8_t *slot) {
-              return copy(slot, dev + c.begin * e, c.count * e,
-                          cudaMemcpyDeviceToHost, what);
-            },
-            [&](const StagedChunk &c, uint8_t *slot) {
-              return host.allReduce(slot, c.count, dtype, op, what, scratch);
-            },
-            [&](const StagedChunk &c, uint8_t *slot) {
-              return copy(dev + c.begin * e, slot, c.count * e,
-                          cudaMemcpyHostToDevice, what);
-            }))
-      return err;
-    bytes().allreduce += count * e;
-    return llvm::Error::success();
-  }
-
-  llvm::Error allGather(const void *shard, void *whole, int64_t count,
-                        int64_t shardCount, DType dtype,
-                        llvm::StringRef what) override {
-    if (auto err =
-            gatherTo(shard, whole, count, shardCount, dtype, /*root=*/-1, what))
-      return err;
-    bytes().allgather += count * dtypeSize(dtype);
-    return llvm::Error::success();
-  }
-
-  llvm::Error gather(const void *shard, void *whole, int64_t count,
-                     int64_t shardCount, DType dtype, unsigned root,
+  llvm::Error toHost(void *host, const void *device, uint64_t n,
                      llvm::StringRef what) override {
-    return gatherTo(shard, whole, count, shardCount, dtype,
-                    static_cast<int>(root), what);
+    return copy(host, device, n, cudaMemcpyDeviceToHost, what);
   }
-
-  llvm::Error reduceScatter(const void *whole, void *shard, int64_t count,
-                            int64_t shardCount, DType dtype, comm::ReduceOp op,
-                            llvm::StringRef what,
-                            llvm::MutableArrayRef<float>) override {
-    size_t e = dtypeSize(dtype);
-    unsigned ranks = size();
-    auto *src = static_cast<const uint8_t *>(whole);
-    auto *dst = static_cast<uint8_t *>(shard);
-    int64_t mine = ownedElements(count, shardCount, rank());
-    if (auto err = pipeline(
-            shardCount, e * (ranks + 1), what,
-            [&](const StagedChunk &c, uint8_t *slot) -> llvm::Error {
-              uint8_t *rows = slot + c.count * e;
-              for (unsigned r = 0; r < ranks; ++r)
-                if (int64_t n = partOf(count, shardCount, r, c))
-                  if (auto err = copy(rows + r * c.count * e,
-                                      src + (r * shardCount + c.begin) * e,
-                                      n * e, cudaMemcpyDeviceToHost, what))
-                    return err;
-              return llvm::Error::success();
-            },
-            [&](const StagedChunk &c, uint8_t *slot) {
-              return host.reduceScatter(slot + c.count * e, slot,
-                                        ranks * c.count, c.count, dtype, op,
-                                        what, scratch);
-            },
-            [&](const StagedChunk &c, uint8_t *slot) -> llvm::Error {
-              if (int64_t n = partOf(count, shardCount, rank(), c))
-                return copy(dst + c.begin * e, slot, n * e,
-                            cudaMemcpyHostToDevice, what);
-              return llvm::Error::success();
-            }))
-      return err;
-    if (mine < shardCount)
-      if (auto err = checkCuda(cudaMemsetAsync(dst + mine * e, 0,
-                                               (shardCount - mine) * e, stream),
-                               what + ": zeroing the shard's padding"))
-        return err;
-    bytes().reduceScatter += count * e;
+  llvm::Error toDevice(void *device, const void *host, uint64_t n,
+                       llvm::StringRef what) override {
+    return copy(device, host, n, cudaMemcpyHostToDevice, what);
+  }
+  llvm::Error zeroDevice(void *device, uint64_t n,
+                         llvm::StringRef what) override {
+    return checkCuda(cudaMemsetAsync(device, 0, n, stream),
+                     what + ": zeroing the shard's padding");
+  }
+  llvm::Error markToHost(unsigned slot) override {
+    return checkCuda(cudaEventRecord(copied[slot].get(), stream),
+                     "cudaEventRecord(a staging slot's copies)");
+  }
+  llvm::Error waitToHost(unsigned slot, llvm::StringRef what) override {
+    if (auto err = copied[slot].synchronize())
+      return addContext(std::move(err), what + ": staging to the host");
     return llvm::Error::success();
   }
-
-  llvm::Error broadcast(void *data, size_t n, unsigned root,
-                        llvm::StringRef what) override {
-    auto *dev = static_cast<uint8_t *>(data);
-    bool isRoot = rank() == root;
-    return pipeline(
-        static_cast<int64_t>(n), 1, what,
-        [&](const StagedChunk &c, uint8_t *slot) -> llvm::Error {
-          if (!isRoot)
-            return llvm::Error::success();
-          return copy(slot, dev + c.begin, c.count, cudaMemcpyDeviceToHost,
-                      what);
-        },
-        [&](const StagedChunk &c, uint8_t *slot) {
-          return host.broadcast(slot, c.count, root, what);
-        },
-        [&](const StagedChunk &c, uint8_t *slot) -> llvm::Error {
-          if (isRoot)
-            return llvm::Error::success();
-          return copy(dev + c.begin, slot, c.count, cudaMemcpyHostToDevice,
-                      what);
-        });
-  }
-
-  // Each collective completes its exchanges before it returns (its slots
-  // are reused by the next), so a bucket's members simply run in turn.
-  void beginGroup() override {}
-  llvm::Error endGroup() override { return llvm::Error::success(); }
 
 private:
-  /// Elements of rank r's part in chunk c of a tensor of `count` elements in
-  /// shards of `shardCount` (the last owner's part may end early).
-  static int64_t partOf(int64_t count, int64_t shardCount, unsigned r,
-                        const StagedChunk &c) {
-    int64_t owned = ownedElements(count, shardCount, r);
-    return std::clamp<int64_t>(owned - c.begin, 0, c.count);
-  }
-
-  /// All-gather (root < 0) or gather to `root` of every rank's shard.
-  llvm::Error gatherTo(const void *shard, void *whole, int64_t count,
-                       int64_t shardCount, DType dtype, int root,
-                       llvm::StringRef what) {
-    size_t e = dtypeSize(dtype);
-    unsigned ranks = size();
-    auto *src = static_cast<const uint8_t *>(shard);
-    auto *dst = static_cast<uint8_t *>(whole);
-    bool receives = root < 0 || static_cast<unsigned>(root) == rank();
-    return pipeline(
-        shardCount, e * (ranks + 1), what,
-        [&](const StagedChunk &c, uint8_t *slot) -> llvm::Error {
-          if (int64_t n = partOf(count, shardCount, rank(), c))
-            return copy(slot, src + c.begin * e, n * e, cudaMemcpyDeviceToHost,
-                        what);
-          return llvm::Error::success();
-        },
-        [&](const StagedChunk &c, uint8_t *slot) {
-          uint8_t *rows = slot + c.count * e;
-          return root < 0
-                     ? host.allGather(slot, rows, ranks * c.count, c.count,
-                                      dtype, what)
-                     : host.gather(slot, rows, ranks * c.count, c.count, dtype,
-                                   static_cast<unsigned>(root), what);
-        },
-        [&](const StagedChunk &c, uint8_t *slot) -> llvm::Error {
-          if (!receives)
-            return llvm::Error::success();
-          uint8_t *rows = slot + c.count * e;
-          for (unsigned r = 0; r < ranks; ++r)
-            if (int64_t n = partOf(count, shardCount, r, c))
-              if (auto err = copy(dst + (r * shardCount + c.begin) * e,
-                                  rows + r * c.count * e, n * e,
-                                  cudaMemcpyHostToDevice, what))
-                return err;
-          return llvm::Error::success();
-        });
-  }
-
   llvm::Error copy(void *dst, const void *src, uint64_t n, cudaMemcpyKind kind,
                    llvm::StringRef what) {
     return checkCuda(cudaMemcpyAsync(dst, src, n, kind, stream),
@@ -220,51 +69,9 @@ private:
                          " the host");
   }
 
-  /// Runs the staging plan of `elements` (each taking `perElement` bytes of a
-  /// slot): `toHost` and `toDevice` queue copies, `exchange` is the host's.
-  template <typename ToHost, typename Exchange, typename ToDevice>
-  llvm::Error pipeline(int64_t elements, uint64_t perElement,
-                       llvm::StringRef what, ToHost toHost, Exchange exchange,
-                       ToDevice toDevice) {
-    if (perElement > slotBytes)
-      return makeError(what + ": " + llvm::Twine(size()) +
-                       " ranks need more than a staging slot of " +
-                       llvm::Twine(slotBytes) + " bytes per element");
-    comm::StagingPlan plan =
-        comm::planStaging(elements, perElement, slotBytes, slots);
-    auto *base = static_cast<uint8_t *>(staging.data());
-    for (const comm::StageStep &step : plan.steps) {
-      const StagedChunk &c = plan.chunks[step.chunk];
-      uint8_t *slot = base + c.slot * slotBytes;
-      Event &done = copied[c.slot];
-      switch (step.kind) {
-      case StageStepKind::ToHost:
-        if (auto err = toHost(c, slot))
-          return err;
-        ZINC_CUDA_TRY(cudaEventRecord(done.get(), stream));
-        break;
-      case StageStepKind::Exchange:
-        if (auto err = done.synchronize())
-          return addContext(std::move(err), what + ": staging to the host");
-        if (auto err = exchange(c, slot))
-          return err;
-        break;
-      case StageStepKind::ToDevice:
-        if (auto err = toDevice(c, slot))
-          return err;
-        break;
-      }
-    }
-    return llvm::Error::success();
-  }
-
-  comm::Communicator &host;
   cudaStream_t stream;
-  uint64_t slotBytes;
-  unsigned slots;
   PinnedBuffer staging;
   std::vector<Event> copied;
-  std::vector<float> scratch;
 };
 
 } // namespace
@@ -275,10 +82,11 @@ createStagedCommunicator(comm::Communicator &host, cudaStream_t stream,
   if (opts.slots == 0 || opts.slotBytes == 0)
     return makeError(
         "staging collectives needs at least one slot of some bytes");
-  auto made = std::make_unique<StagedCommunicator>(host, stream, opts);
-  if (auto err = made->init())
+  auto copier = std::make_unique<CudaStagingCopier>(stream);
+  if (auto err = copier->init(opts))
     return err;
-  return std::unique_ptr<comm::Communicator>(std::move(made));
+  return comm::createStagedCommunicator(
+      host, std::move(copier), opts, "MPI staged through pinned host memory");
 }
 
 } // namespace zinc::cuda
