@@ -325,6 +325,12 @@ static void addWorkspaces(const TierLayout &layout, plan::Plan &p) {
 
 llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts) {
   plan::Plan p;
+  if (llvm::Error err = emitPlanInto(g, opts, p))
+    return std::move(err);
+  return p;
+}
+
+llvm::Error emitPlanInto(const ir::Graph &g, const EmitOptions &opts, plan::Plan &p) {
   p.set_producer("zinc-compile");
   p.set_model_path(g.modelPath);
   p.set_opset_version(g.opsetVersion);
@@ -444,7 +450,7 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
     info->set_peak(layout.peak[t]);
     info->set_alignment(tierAlignment(tier));
   }
-  return p;
+  return llvm::Error::success();
 }
 
 } // namespace zinc

@@ -41,12 +41,15 @@ double LeadWalk::transferSeconds(const ir::Node &copy) const {
 }
 
 void LeadWalk::finalize(const ir::Node &n) {
-  const NodeInfo &ni = info.find(&n)->second;
+  NodeInfo &ni = info.find(&n)->second;
   Block &b = blocks[ni.block];
-  if (ni.transfer)
+  if (ni.transfer) {
     b.copies[streamIndex(n.stream)] += transferSeconds(n);
-  else
-    b.compute[streamIndex(n.stream)] += nodeSeconds(n, hw, g.ranks);
+  } else {
+    ni.seconds = nodeSeconds(n, hw, g.ranks);
+    ni.priced = true;
+    b.compute[streamIndex(n.stream)] += ni.seconds;
+  }
   --b.pending;
 }
 
@@ -92,9 +95,10 @@ LeadWalk::Step LeadWalk::step(const Query &q, State &s) const {
     return Step::Stopped;
   s.at = prev;
   ++s.walked;
-  if (!info.find(prev)->second.transfer) {
+  const NodeInfo &ni = info.find(prev)->second;
+  if (!ni.transfer) {
     if (prev->stream == ir::Stream::Compute || prev->stream == q.user->stream)
-      s.covered += nodeSeconds(*prev, hw, g.ranks);
+      s.covered += ni.priced ? ni.seconds : nodeSeconds(*prev, hw, g.ranks);
   } else if (q.countsQueue && prev->stream == q.link) {
     s.need += transferSeconds(*prev);
   }

@@ -32,7 +32,9 @@ static constexpr double kMinGain = 0.01;
 /// costs, so a small predicted gain is not believed.
 static constexpr double kUnqueuedMinGain = 0.10;
 
-/// The predicted step of `g` as allocate left it (its layout in ctx).
+/// The predicted step of `g` as allocate left it (its layout in ctx). The
+/// plan is only simulated, so it lives on an arena: its messages and
+/// strings go at once, not one by one.
 static llvm::Expected<plan::Prediction> predict(const ir::Graph &g, const PassContext &ctx) {
   EmitOptions opts;
   opts.mode = "train";
@@ -41,9 +43,13 @@ static llvm::Expected<plan::Prediction> predict(const ir::Graph &g, const PassCo
   opts.cpuCapacity = ctx.memory.cpuCapacity;
   opts.nvmeCapacity = ctx.memory.nvmeCapacity;
   opts.gradAccum = static_cast<unsigned>(ctx.training.gradAccum);
-  auto plan = emitPlan(g, opts);
-  if (!plan)
-    return plan.takeError();
+  google::protobuf::ArenaOptions arenaOptions;
+  arenaOptions.start_block_size = 64 << 10;
+  arenaOptions.max_block_size = 4 << 20;
+  google::protobuf::Arena arena(arenaOptions);
+  auto *plan = google::protobuf::Arena::CreateMessage<plan::Plan>(&arena);
+  if (llvm::Error err = emitPlanInto(g, opts, *plan))
+    return std::move(err);
   return plan::simulatePlan(*plan, *ctx.hardware);
 }
 

@@ -35,6 +35,11 @@ struct EmitOptions {
 /// the GPU arena's proven peak exceeds its capacity.
 llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts);
 
+/// The same into `p`, an empty plan the caller owns: one on a protobuf
+/// arena is freed at once, not message by message (the placement search
+/// emits a plan for each trial only to simulate it).
+llvm::Error emitPlanInto(const ir::Graph &g, const EmitOptions &opts, plan::Plan &p);
+
 } // namespace zinc
 
 #endif

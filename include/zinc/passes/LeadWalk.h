@@ -72,6 +72,9 @@ private:
   struct NodeInfo {
     unsigned block = 0;
     bool transfer = false;
+    /// Whether `seconds` holds a final non-transfer node's nodeSeconds.
+    bool priced = false;
+    double seconds = 0;
   };
   static constexpr unsigned kStreams =
       static_cast<unsigned>(ir::Stream::Host) + 1;
