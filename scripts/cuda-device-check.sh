@@ -47,7 +47,8 @@
 #                  pack's mpirun (scripts/pack-openmpi.sh) sharing the GPU,
 #                  --backend=cuda --comm=mpi on the bundled GPT at ZeRO
 #                  stages 1-3 against the cpu backend under mpirun (losses
-#                  within 1e-5, weights 1e-3), a 2-rank GPU checkpoint resumed
+#                  within 1e-5, weights 1e-3), offloaded to the CPU and to
+#                  NVMe, bf16 tracking fp32, a 2-rank GPU checkpoint resumed
 #                  on one rank, --comm=nccl refused and --comm=auto staging
 #                  where the ranks share a GPU: STAGES=zero-mpi, alone or
 #                  after calibrate and unit in a call of its own
@@ -80,7 +81,7 @@ memcheck 15
 "
 # Stages that run only when STAGES names them; never in the default sum.
 EXTRA_TABLE="
-zero-mpi 120
+zero-mpi 150
 compare 90
 train 140
 "

@@ -18,6 +18,9 @@ under `mpirun -np 2`:
   - a checkpoint of the two GPU ranks at stage 3 holds the cpu backend's
     weights (within 1e-3 of the largest), and resumes on one GPU rank as the
     cpu backend's checkpoint resumes on one cpu rank (losses within 1e-5);
+  - the optimizer on the CPU (stage 1), and on NVMe with the parameters on
+    the CPU (stage 3), as the cpu backend (losses within 1e-5);
+  - bf16 at stage 3 tracks the fp32 plan on the cpu backend within 5e-2;
   - where the ranks outnumber the GPUs: --comm=nccl is refused in one line,
     and --comm=auto says it stages through MPI.
 
@@ -136,12 +139,13 @@ class CudaZeroTest(unittest.TestCase):
     def path(cls, name):
         return os.path.join(cls.tmp, name)
 
-    def plan(self, ranks, stage):
-        key = (ranks, stage)
+    def plan(self, ranks, stage, *flags):
+        key = (ranks, stage) + flags
         if key not in self.plans:
-            plan = self.path("gpt-r%d-z%d.zplan" % key)
+            plan = self.path("gpt-r%d-z%d%s.zplan" % (ranks, stage, "".join(
+                f.replace("--", "-").replace("=", "") for f in flags)))
             proc = run([self.zinc_compile, os.path.join(GPT, "gpt.onnx"), "-o", plan,
-                        "--ranks=%d" % ranks, "--zero-stage=%d" % stage])
+                        "--ranks=%d" % ranks, "--zero-stage=%d" % stage] + list(flags))
             self.assertEqual(proc.returncode, 0, proc.stderr)
             self.plans[key] = plan
         return self.plans[key]
@@ -222,6 +226,36 @@ class CudaZeroTest(unittest.TestCase):
                 moved = cuda[0][-1]["bytes"]
                 self.assertEqual(moved["allgather"], cpu[0][-1]["bytes"]["allgather"])
                 self.assertGreater(moved["allgather"], 0)
+
+    def test_offloaded_states_match_the_cpu_backend(self):
+        """The optimizer on the CPU (stage 1) and on NVMe with the parameters
+        on the CPU (stage 3): the shards' prefetches and write-backs around
+        the staged collectives."""
+        self.need_gpu()
+        for stage, flags in ((1, ("--offload-optimizer=cpu",)),
+                             (3, ("--offload-optimizer=nvme", "--offload-params=cpu"))):
+            with self.subTest(stage=stage, flags=flags):
+                plan = self.plan(RANKS, stage, *flags)
+                runs = []
+                for backend in ("cpu", "cuda"):
+                    name = "offload-z%d-%s" % (stage, backend)
+                    nvme = self.path(name + ".nvme")
+                    os.makedirs(nvme, exist_ok=True)
+                    runs.append(self.train(name, plan, backend, RANKS, "--nvme-dir=" + nvme,
+                                           *(["--comm=mpi"] if backend == "cuda" else [])))
+                self.assert_close(runs[0], runs[1], "offloaded stage %d" % stage)
+
+    def test_bf16_ranks_track_fp32(self):
+        """bf16 mixed precision at stage 3 on two GPU ranks tracks the fp32
+        plan on the cpu backend (bf16 rounding: 5e-2, as test_cuda.py)."""
+        self.need_gpu()
+        fp32 = self.train("fp32-z3", self.plan(RANKS, 3), "cpu", RANKS)
+        bf16 = self.train("bf16-z3", self.plan(RANKS, 3, "--precision=bf16"), "cuda", RANKS,
+                          "--comm=mpi")
+        for w, g in zip(fp32[0], bf16[0]):
+            self.assertLessEqual(abs(g["loss"] - w["loss"]), 5e-2 * abs(w["loss"]),
+                                 "step %d: bf16 %r, fp32 %r" % (w["step"], g["loss"],
+                                                                w["loss"]))
 
     def test_checkpoint_of_gpu_ranks_resumes_on_one(self):
         self.need_gpu()
