@@ -304,6 +304,10 @@ compare_stage() {
 
 zero_mpi_stage() {
   # The pack's Open MPI, relocated; root may start ranks.
+  if [ ! -x $Z/ompi/bin/mpirun ]; then
+    echo '{"skipped": "the pack holds no Open MPI (scripts/pack-openmpi.sh)"}' >"$OUT/zero-mpi.json"
+    return 1
+  fi
   . "$ROOT/scripts/pack-openmpi.sh" --env $Z
   mpirun --version | head -1
   (cd "$ROOT/test/e2e" && python3 -m unittest -v test_cuda_zero) >$W/zero-mpi.log 2>&1
