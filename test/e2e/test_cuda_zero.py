@@ -151,12 +151,19 @@ class CudaZeroTest(unittest.TestCase):
         return self.plans[key]
 
     def need_gpu(self):
-        probe = run([self.zinc_run, self.plan(1, 0), "--backend=cuda", "--steps=1",
-                     "--data=" + self.data1])
-        if probe.returncode != 0 and ("needs a CUDA device" in probe.stderr
-                                      or "built without" in probe.stderr):
-            self.skipTest(last_line(probe))
-        self.assertEqual(probe.returncode, 0, probe.stderr)
+        """Skips without a CUDA device (or cuda backend); probed once."""
+        cls = type(self)
+        if not hasattr(cls, "no_gpu"):
+            probe = run([self.zinc_run, self.plan(1, 0), "--backend=cuda", "--steps=1",
+                         "--data=" + self.data1])
+            cls.no_gpu = None
+            if probe.returncode != 0 and ("needs a CUDA device" in probe.stderr
+                                          or "built without" in probe.stderr):
+                cls.no_gpu = last_line(probe)
+            else:
+                self.assertEqual(probe.returncode, 0, probe.stderr)
+        if cls.no_gpu:
+            self.skipTest(cls.no_gpu)
 
     def train(self, name, plan, backend, ranks, *flags, steps=STEPS, data=None):
         """(metrics, weights) of `plan` on `backend` over `ranks` ranks."""
