@@ -4,13 +4,14 @@
 //   x * cos + rotate_half(x) * sin,  rotate_half(x) = Concat(-x2, x1)
 // with x1, x2 the halves of x's last axis (two Slices), cos and sin tables
 // broadcast over batch and heads. Exported, that is seven nodes per
-// projection, and autodiff adds the gradients of the Muls, the Add, the
-// Concat (two Slices), the Neg and the Slices (two Pads), each a pass over
-// the head's activation. This pass runs before build-training and makes
-// the formula one zinc.Rotary(x, cos, sin), whose gradient is one
-// zinc.RotaryGrad(dy, cos, sin). Intermediates read elsewhere, halves that
-// are not exactly [0, d/2) and [d/2, d), the other rotation (Concat(x1,
-// -x2)) and tables that would widen x leave the formula alone.
+// projection, and autodiff adds about as many again (the Muls' products,
+// the Concat's Split, a Neg, a zinc.SliceGrad per half and the Adds that
+// sum them), each a pass over the head's activation. This pass runs before
+// build-training and makes the formula one zinc.Rotary(x, cos, sin), whose
+// gradient is one zinc.RotaryGrad(dy, cos, sin). Intermediates read
+// elsewhere, halves that are not exactly [0, d/2) and [d/2, d), the other
+// rotation (Concat(x1, -x2)) and tables that would widen x leave the
+// formula alone.
 //
 //===----------------------------------------------------------------------===//
 #include "autodiff/rules/RuleUtil.h"
