@@ -16,6 +16,7 @@ packages=(
   libopenmpi-dev openmpi-bin            # multi-rank cpu collectives
   python3-torch python3-onnx python3-numpy  # end-to-end references (test side)
   python3-torchvision python3-venv     # torchvision models; the transformers test venv
+  fortunes                              # English text (2.5 MB) make run trains on
 )
 
 sudo=""

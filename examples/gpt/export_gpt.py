@@ -37,6 +37,7 @@ and prints the op histogram; it exits 1 if an op is missing from that list.
 """
 
 import collections
+import contextlib
 import copy
 import json
 import math
@@ -144,6 +145,18 @@ class GPT(nn.Module):
             x = block(x)
         logits = self.head(self.ln_f(x))
         return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+
+@contextlib.contextmanager
+def sized(**sizes):
+    """The classes above at other sizes (VOCAB=256, SEQ=128, ...) while the
+    block runs: they read this module's constants when they are built."""
+    saved = {k: globals()[k] for k in sizes}
+    globals().update(sizes)
+    try:
+        yield
+    finally:
+        globals().update(saved)
 
 
 def make_data(seed=SEED):

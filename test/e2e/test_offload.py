@@ -74,10 +74,7 @@ def export_param_heavy_gpt(path, data_path):
     """The example's GPT class at sizes where parameters dominate."""
     sizes = dict(VOCAB=512, D_MODEL=128, N_HEAD=4, N_LAYER=2, D_FF=512, SEQ=8,
                  BATCH=1)
-    saved = {k: getattr(export_gpt, k) for k in sizes}
-    try:
-        for k, v in sizes.items():
-            setattr(export_gpt, k, v)
+    with export_gpt.sized(**sizes):
         torch.manual_seed(0)
         model = export_gpt.GPT().eval()
         rng = np.random.default_rng(0)
@@ -87,9 +84,6 @@ def export_param_heavy_gpt(path, data_path):
                           path, input_names=["tokens", "targets"], output_names=["loss"],
                           opset_version=17, do_constant_folding=True,
                           training=torch.onnx.TrainingMode.EVAL)
-    finally:
-        for k, v in saved.items():
-            setattr(export_gpt, k, v)
     safetensors_io.save_file({"tokens": tokens.astype(np.int64),
                               "targets": targets.astype(np.int64)}, data_path)
 
