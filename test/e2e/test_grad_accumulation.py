@@ -18,7 +18,10 @@ training:
     rank, train as one rank's batch of 4;
 The nanoGPT recipe of issue 34 (AdamW, cosine schedule with warmup,
 --clip-grad-norm=1.0, --grad-accum=4, a token file in sequential order)
-against a plain PyTorch loop doing the same, 20 steps within 1e-4 relative.
+against a plain PyTorch loop doing the same, 20 steps within 1e-4 relative;
+the same with the optimizer on NVMe and the parameters on the CPU; 2 ZeRO-2
+ranks within 1e-5 of one; bf16 tracking fp32; and the eval loss after 200
+steps within 1% of PyTorch's.
 The pass itself: test/lit/passes/accumulate-gradients.onnxtxt.
 """
 
@@ -162,63 +165,158 @@ class GptAccumulationTest(unittest.TestCase):
 
 class NanoGptRecipeTest(unittest.TestCase):
     """Issue 34's recipe on bench/nanogpt.py's model (a small config): AdamW
-    (weight decay 0.1, beta2 0.95), 6e-4 with 4 updates of warmup and cosine
-    decay over 20, clip_grad_norm_ 1.0, 4 micro-batches of 2 windows per
-    update, windows of a u16 token file (the bytes of the GPL's text) in
-    sequential order; against a plain
-    PyTorch loop on the same windows with transformers' factors."""
+    (weight decay 0.1, beta2 0.95), 6e-4 with warmup and cosine decay,
+    clip_grad_norm_ 1.0, 4 micro-batches of 2 windows per update, windows of
+    a u16 token file (the bytes of the GPL's text) in sequential order;
+    against a plain PyTorch loop on the same windows with transformers'
+    factors. The same recipe with the optimizer on NVMe and the parameters on
+    the CPU, on 2 ZeRO-2 ranks, and in bf16; and the eval loss after 200
+    steps (the LGPL's text, sequential windows) against PyTorch's."""
 
-    STEPS, ACCUM, ROWS, T, VOCAB = 20, 4, 2, 32, 256
+    STEPS, ACCUM, ROWS, T, VOCAB, WARMUP = 20, 4, 2, 32, 256, 4
+    LONG_STEPS, LONG_WARMUP, EVAL_STEPS = 200, 20, 4
 
-    def test_recipe_matches_pytorch(self):
+    @classmethod
+    def setUpClass(cls):
         import nanogpt
-        from test_lr_schedule import factors
-        c = nanogpt.Config("recipe", vocab=self.VOCAB, n_layer=2, n_head=2, n_embd=64,
-                           block=self.T, batch=self.ROWS, seq=self.T)
-        tmp = tempfile.TemporaryDirectory(prefix="zinc-e2e-recipe-")
-        self.addCleanup(tmp.cleanup)
-        path = lambda f: os.path.join(tmp.name, f)  # noqa: E731
-        nanogpt.export(c, path("nanogpt.onnx"))
+        cls.compile_bin, cls.run_bin = tools()
+        cls.tmp = tempfile.TemporaryDirectory(prefix="zinc-e2e-recipe-")
+        cls.config = nanogpt.Config("recipe", vocab=cls.VOCAB, n_layer=2, n_head=2, n_embd=64,
+                                    block=cls.T, batch=cls.ROWS, seq=cls.T)
+        cls.model = nanogpt.make_model(cls.config).train()  # seeded: export's weights
+        nanogpt.export(cls.config, cls.path("nanogpt.onnx"))
         # English text, byte-level (base-files ships it on every Debian).
-        with open("/usr/share/common-licenses/GPL-3", "rb") as f:
-            tokens = np.frombuffer(f.read(), np.uint8).astype(np.uint16)
-        tokens.tofile(path("train.bin"))
-        compile_bin, run_bin = tools()
-        recipe = ["--lr=6e-4", "--weight-decay=0.1", "--beta2=0.95", "--lr-schedule=cosine",
-                  "--warmup-steps=4", "--total-steps=%d" % self.STEPS, "--clip-grad-norm=1.0",
-                  "--grad-accum=%d" % self.ACCUM]
-        run_tool([compile_bin, path("nanogpt.onnx"), "-o", path("plan.zplan"), "--dim",
-                  "batch=%d" % self.ROWS, "--dim", "seq=%d" % self.T] + recipe)
-        run_tool([run_bin, path("plan.zplan"), "--backend=cpu", "--steps=%d" % self.STEPS,
-                  "--data=" + path("train.bin"), "--data-format=tokens-u16",
-                  "--data-inputs=tokens,targets", "--data-order=sequential",
-                  "--metrics=" + path("metrics.jsonl")])
-        got = read_metrics(path("metrics.jsonl"))
+        cls.tokens = cls.byte_tokens("/usr/share/common-licenses/GPL-3", "train.bin")
+        cls.eval_tokens = cls.byte_tokens("/usr/share/common-licenses/LGPL-2.1", "eval.bin")
+        cls.runs = {}
 
-        # Row k of the run (micro-batch after micro-batch) is the window at
-        # (k * T) mod (len - T - 1).
-        micro = self.STEPS * self.ACCUM
-        x = np.zeros((micro, self.ROWS, self.T), np.int64)
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.tmp.name, name)
+
+    @classmethod
+    def byte_tokens(cls, text, name):
+        with open(text, "rb") as f:
+            tokens = np.frombuffer(f.read(), np.uint8).astype(np.uint16)
+        tokens.tofile(cls.path(name))
+        return tokens
+
+    def recipe(self, steps, warmup):
+        return ["--lr=6e-4", "--weight-decay=0.1", "--beta2=0.95", "--lr-schedule=cosine",
+                "--warmup-steps=%d" % warmup, "--total-steps=%d" % steps,
+                "--clip-grad-norm=1.0", "--grad-accum=%d" % self.ACCUM]
+
+    def train(self, name, flags=(), rows=ROWS, ranks=1, steps=STEPS, warmup=WARMUP,
+              run_flags=()):
+        """The metrics lines of zinc's run of the recipe."""
+        if name in self.runs:
+            return self.runs[name]
+        plan, nvme = self.path(name + ".zplan"), self.path(name + ".nvme")
+        os.makedirs(nvme, exist_ok=True)
+        run_tool([self.compile_bin, self.path("nanogpt.onnx"), "-o", plan, "--dim",
+                  "batch=%d" % rows, "--dim", "seq=%d" % self.T]
+                 + self.recipe(steps, warmup) + list(flags))
+        argv = [self.run_bin, plan, "--backend=cpu", "--steps=%d" % steps,
+                "--data=" + self.path("train.bin"), "--data-format=tokens-u16",
+                "--data-inputs=tokens,targets", "--data-order=sequential",
+                "--nvme-dir=" + nvme, "--metrics=" + self.path(name + ".jsonl")]
+        argv += list(run_flags)
+        if ranks > 1:
+            from test_zero import mpirun, run_ranks
+            run_ranks(mpirun(ranks) + argv)
+        else:
+            run_tool(argv)
+        self.runs[name] = read_metrics(self.path(name + ".jsonl"))
+        return self.runs[name]
+
+    def windows(self, tokens, batches):
+        """{tokens, targets}: [batches, ROWS, T], row k of them (micro-batch
+        after micro-batch) the window at (k * T) mod (len - T - 1)."""
+        x = np.zeros((batches, self.ROWS, self.T), np.int64)
         y = np.zeros_like(x)
-        for m in range(micro):
+        for m in range(batches):
             for r in range(self.ROWS):
                 o = ((m * self.ROWS + r) * self.T) % (len(tokens) - self.T - 1)
                 x[m, r] = tokens[o:o + self.T]
                 y[m, r] = tokens[o + 1:o + self.T + 1]
-        norms = []
-        want = models.train_reference(
-            nanogpt.make_model(c).train(), {"tokens": x, "targets": y}, "adamw",
-            steps=self.STEPS, grad_accum=self.ACCUM, clip_grad_norm=1.0, grad_norms=norms,
-            lr_factors=factors(self, "cosine", 4, self.STEPS, self.STEPS + 1),
+        return {"tokens": x, "targets": y}
+
+    def reference(self, steps, warmup, norms=None):
+        """(model, losses) of PyTorch's loop doing the recipe."""
+        from test_lr_schedule import factors
+        model = copy.deepcopy(self.model).train()
+        losses = models.train_reference(
+            model, self.windows(self.tokens, steps * self.ACCUM), "adamw", steps=steps,
+            grad_accum=self.ACCUM, clip_grad_norm=1.0, grad_norms=norms,
+            lr_factors=factors(self, "cosine", warmup, steps, steps + 1),
             lr=6e-4, weight_decay=0.1, betas=(0.9, 0.95))
+        return model, losses
+
+    def assert_losses(self, got, want, rtol, what):
+        got_losses = [m["loss"] for m in got if "loss" in m]
+        self.assertEqual(len(got_losses), len(want), what)
+        for step, (g, w) in enumerate(zip(got_losses, want)):
+            self.assertLessEqual(abs(g - w), rtol * abs(w), "%s, step %d loss: zinc %s\nwant %s"
+                                 % (what, step, got_losses, want))
+
+    def test_recipe_matches_pytorch(self):
+        got = self.train("fp32")
+        norms = []
+        _, want = self.reference(self.STEPS, self.WARMUP, norms)
         self.assertEqual([m["step"] for m in got], list(range(self.STEPS)))
-        for step, (m, w, n) in enumerate(zip(got, want, norms)):
-            self.assertLessEqual(abs(m["loss"] - w), 1e-4 * abs(w),
-                                 "step %d loss: zinc %s\nPyTorch %s"
-                                 % (step, [g["loss"] for g in got], want))
+        self.assert_losses(got, want, 1e-4, "fp32")
+        for step, (m, n) in enumerate(zip(got, norms)):
             self.assertLessEqual(abs(m["grad_norm"] - n), 1e-4 * n, "step %d grad_norm" % step)
         self.assertTrue(any(n > 1.0 for n in norms), "clipping never active: %s" % norms)
         self.assertLess(want[-1], want[0])
+
+    def test_offloaded_recipe_matches_pytorch(self):
+        got = self.train("offloaded", ["--offload-optimizer=nvme", "--offload-params=cpu"])
+        _, want = self.reference(self.STEPS, self.WARMUP)
+        self.assert_losses(got, want, 1e-4, "optimizer on NVMe, parameters on the CPU")
+        self.assertGreater(got[-1]["bytes"]["nvme_read"], 0)
+
+    def test_two_zero2_ranks_match_one_rank(self):
+        # Each rank takes one of the global batch's two rows: rank 0's first,
+        # so the windows are those of the one-rank run.
+        got = self.train("zero2", ["--ranks=2", "--zero-stage=2"], rows=1, ranks=2)
+        one = [m["loss"] for m in self.train("fp32")]
+        self.assert_losses(got, one, 1e-5, "2 ZeRO-2 ranks against one")
+
+    def test_bf16_tracks_fp32(self):
+        got = [m["loss"] for m in self.train("bf16", ["--precision=bf16"])]
+        fp32 = [m["loss"] for m in self.train("fp32")]
+        err = max(abs(g - w) / abs(w) for g, w in zip(got, fp32))
+        print("\nnanoGPT recipe, bf16 against fp32 over %d steps: max relative loss error "
+              "%.3g" % (self.STEPS, err), file=sys.stderr)
+        self.assertLess(err, 1e-2)
+        self.assertGreater(err, 0, "a bf16 run that is bit-identical to fp32 did not use bf16")
+
+    def test_eval_loss_after_200_steps_within_1_percent(self):
+        got = self.train("long", steps=self.LONG_STEPS, warmup=self.LONG_WARMUP,
+                         run_flags=["--eval-data=" + self.path("eval.bin"),
+                                    "--eval-every=%d" % (self.LONG_STEPS // 2),
+                                    "--eval-steps=%d" % self.EVAL_STEPS])
+        evals = [m for m in got if "eval_loss" in m]
+        self.assertEqual([m["step"] for m in evals],
+                         [self.LONG_STEPS // 2 - 1, self.LONG_STEPS - 1])
+        model, _ = self.reference(self.LONG_STEPS, self.LONG_WARMUP)
+        model.eval()
+        held_out = self.windows(self.eval_tokens, self.EVAL_STEPS)
+        with torch.no_grad():
+            want = sum(float(model(*models.step_inputs(held_out, j)))
+                       for j in range(self.EVAL_STEPS)) / self.EVAL_STEPS
+        got_loss = evals[-1]["eval_loss"]
+        print("\nnanoGPT recipe, eval loss after %d steps: zinc %.6f, PyTorch %.6f (first "
+              "evaluation %.6f)" % (self.LONG_STEPS, got_loss, want, evals[0]["eval_loss"]),
+              file=sys.stderr)
+        self.assertLessEqual(abs(got_loss - want), 0.01 * want)
+        # It learned: the held-out loss is well below a uniform byte's.
+        self.assertLess(got_loss, 0.8 * np.log(self.VOCAB))
 
 
 if __name__ == "__main__":
