@@ -510,6 +510,7 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     evalExecOpts.serial = opts.serial;
     evalExecOpts.checkNumerics = opts.checkNumerics;
     evalExecOpts.seed = opts.seed;
+    evalExecOpts.hooks = opts.evalHooks;
     auto created = Executor::create(eval, evalExecOpts);
     if (!created)
       return created.takeError();
@@ -529,6 +530,9 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
     Program &eval = *opts.evalProgram;
     if (auto err = copyTrainedWeights(program, eval))
       return err;
+    if (opts.evalHooks)
+      if (auto err = opts.evalHooks->stateToDevice())
+        return addContext(std::move(err), "evaluation after step " + llvm::Twine(step));
     double sum = 0;
     for (unsigned batch = 0; batch < opts.evalSteps; ++batch) {
       auto where = [&] {
@@ -537,6 +541,11 @@ llvm::Error runSteps(Program &program, const RunOptions &givenOpts,
       };
       if (auto err = evalFeeder.feed(eval, batch))
         return addContext(std::move(err), where());
+      const plan::Plan &evalPlan = eval.getPlan();
+      if (opts.evalHooks)
+        if (auto err = opts.evalHooks->inputsToDevice(
+                llvm::makeArrayRef(evalPlan.inputs().data(), evalPlan.inputs().size())))
+          return addContext(std::move(err), where());
       auto result = evalExecutor->run(step + 1, /*recordTimings=*/false);
       if (!result)
         return addContext(result.takeError(), where());

@@ -264,14 +264,6 @@ static int toolMain(int argc, char **argv) {
                                              Twine(int64_t(*count))));
       return 1;
     }
-  // Before the device is looked for: the flags are wrong whatever it is.
-  if (!evalData.empty() && backend == "cuda") {
-    zinc::printError(tool,
-                     zinc::makeError("--eval-data runs on --backend=cpu only "
-                                     "for now"));
-    return 1;
-  }
-
 #ifdef ZINC_HAVE_CUDA
   // Said before a long load: the device is the first thing a cuda run needs.
   if (backend == "cuda") {
@@ -414,7 +406,7 @@ static int toolMain(int argc, char **argv) {
   startup.randomInit = loadOpts.randomInit;
   zinc::rt::RunOptions opts;
 #ifdef ZINC_HAVE_CUDA
-  std::unique_ptr<zinc::rt::ExecutionHooks> device;
+  std::unique_ptr<zinc::rt::ExecutionHooks> device, evalDevice;
   if (backend == "cuda") {
     zinc::cuda::CudaRuntimeOptions cudaOpts;
     cudaOpts.allowTf32 = allowTf32;
@@ -428,6 +420,19 @@ static int toolMain(int argc, char **argv) {
     }
     device = std::move(*runtime);
     opts.hooks = device.get();
+    // The evaluation program on the training's device, beside it.
+    if (evalProgram) {
+      zinc::cuda::CudaRuntimeOptions evalCuda = cudaOpts;
+      evalCuda.device = device->deviceOrdinal();
+      auto evalRuntime = zinc::cuda::createCudaRuntime(*evalProgram, evalCuda);
+      if (!evalRuntime) {
+        zinc::printError(tool, zinc::addContext(evalRuntime.takeError(),
+                                                "--eval-data: the evaluation program"));
+        return 1;
+      }
+      evalDevice = std::move(*evalRuntime);
+      opts.evalHooks = evalDevice.get();
+    }
     startup.pinSeconds = device->pinSeconds();
     startup.deviceSeconds = secondsSince(deviceStart) - startup.pinSeconds;
     if (zinc::comm::Communicator *collectives = device->deviceCommunicator())

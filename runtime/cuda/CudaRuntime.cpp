@@ -125,6 +125,7 @@ public:
   llvm::Error stateToDevice() override;
   llvm::Error stateToHost() override;
   double pinSeconds() const override { return pinTime; }
+  int deviceOrdinal() const override { return deviceIndex; }
   comm::Communicator *deviceCommunicator() override { return deviceComm.get(); }
 
 private:
@@ -184,6 +185,7 @@ private:
   /// Tensors the host reads after every step (loss, loss scaling, outputs).
   std::vector<uint32_t> readBack;
   bool allowTf32 = false;
+  int deviceIndex = -1;
   /// Several ranks: the collectives' communicator over device memory.
   std::unique_ptr<comm::Communicator> deviceComm;
 };
@@ -560,6 +562,7 @@ llvm::Error CudaRuntime::start(const CudaRuntimeOptions &opts) {
     if (auto err = placeRank(opts, *count, device, kind))
       return err;
   ZINC_CUDA_TRY(cudaSetDevice(device));
+  deviceIndex = device;
   if (auto err = checkKernels())
     return err;
   CudaRuntimeOptions placed = opts;

@@ -28,7 +28,9 @@ Checks, per case:
     exports made elsewhere, as for nanoGPT);
   - offload (optimizer states on NVMe, parameters on the CPU, the make-run
     configuration): losses within 1e-3, and the GPU peak measured from the
-    device's memory (sentinel scan) no higher than the plan's proven peak.
+    device's memory (sentinel scan) no higher than the plan's proven peak;
+  - evaluation (--eval-data) on the device: eval losses within 1e-3 of the
+    cpu backend's.
 
 Every case skips, saying why, where zinc-run has no cuda backend or the
 machine no CUDA device. ZINC_E2E_KEEP=DIR keeps the files.
@@ -153,6 +155,22 @@ class CudaBackendTest(unittest.TestCase):
         except ImportError as e:
             self.skipTest("no export of %s carried and no exporter here: %s" % (name, e))
         self.compare(name, dims + list(flags), model=model, data=data)
+
+    def test_eval_on_device_matches_cpu(self):
+        """--eval-data with --backend=cuda: the evaluation program runs on the
+        device beside the training one; the training losses and every eval
+        loss (after steps 7 and 15, two batches each) within 1e-3 of the cpu
+        backend's, with the optimizer on NVMe and the parameters on the CPU."""
+        flags = ["--offload-optimizer=nvme", "--offload-params=cpu"]
+        evaluate = ["--eval-data=" + os.path.join(GPT, "data.safetensors"), "--eval-every=8",
+                    "--eval-steps=2"]
+        rows = {b: self.train("eval", flags, b, evaluate)[0] for b in ("cuda", "cpu")}
+        for kind in ("loss", "eval_loss"):
+            got, want = ([r[kind] for r in rows[b] if kind in r] for b in ("cuda", "cpu"))
+            self.assertEqual(len(got), STEPS if kind == "loss" else 2, kind)
+            bad = [(i, g, w) for i, (g, w) in enumerate(zip(got, want))
+                   if not abs(g - w) <= 1e-3 * abs(w)]
+            self.assertFalse(bad, "%s (index, cuda, cpu) off by more than 1e-3: %s" % (kind, bad))
 
     def test_nanogpt_export_with_dropout_matches_cpu(self):
         """nanoGPT as users export it for training: training mode, dynamic batch

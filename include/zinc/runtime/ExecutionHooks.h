@@ -86,6 +86,10 @@ public:
   /// program's (the cuda backend's NCCL or staged MPI): the step loop reads
   /// the collective bytes of --metrics from it.
   virtual comm::Communicator *deviceCommunicator() { return nullptr; }
+
+  /// The device it runs on (the cuda backend's ordinal; -1 for none), so
+  /// that a second program of the run (the evaluation's) goes on the same.
+  virtual int deviceOrdinal() const { return -1; }
 };
 
 } // namespace zinc::rt

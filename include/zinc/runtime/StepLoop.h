@@ -98,8 +98,12 @@ struct RunOptions {
   /// sequential order from the start, the same each time, batch j the
   /// data's slice j otherwise); their mean loss goes to `onEval` and to
   /// the metrics as {"step": i, "eval_loss": x}, i the last step done.
+  /// With a device backend, `evalHooks` run the evaluation program on the
+  /// device (its own arenas there: the two programs' GPU peaks add up); the
+  /// weights reach it through its host mirror (stateToDevice).
   bool evaluate = false;
   Program *evalProgram = nullptr;
+  ExecutionHooks *evalHooks = nullptr;
   std::string evalDataPath;
   unsigned evalEvery = 0;
   unsigned evalSteps = 1;
