@@ -80,6 +80,12 @@ static cl::opt<int64_t> gradAccum(
     cl::desc("Micro-batches per optimizer step: their gradients are summed, each "
              "micro-batch's loss gradient divided by N, then one update (default 1)"),
     cl::init(1), cl::cat(compileCategory));
+static cl::opt<std::string> gradReduce(
+    "grad-reduce",
+    cl::desc("With --grad-accum under ZeRO stages 2-3: reduce-scatter the gradients "
+             "every micro-batch (micro-batch, the default) or once per step from whole "
+             "f32 sums on each rank (step)"),
+    cl::init("micro-batch"), cl::cat(compileCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"),
                                       cl::init("fp32"), cl::cat(compileCategory));
 static cl::opt<std::string> lossScale(
@@ -407,6 +413,16 @@ static Error compile() {
       return zinc::makeError("--grad-accum sums gradients for an update: it has no "
                              "effect with --optimizer=none");
     training.gradAccum = gradAccum;
+  }
+  if (gradReduce.getNumOccurrences()) {
+    if (gradReduce != "micro-batch" && gradReduce != "step")
+      return zinc::makeError("--grad-reduce: unknown value '" + gradReduce +
+                             "' (expected micro-batch or step)");
+    if (training.gradAccum <= 1)
+      return zinc::makeError("--grad-reduce chooses when accumulated gradients are "
+                             "reduced: it needs --grad-accum above 1");
+    if (gradReduce == "step")
+      training.gradReduce = zinc::TrainingOptions::GradReduce::Step;
   }
   if (clipGradNorm.getNumOccurrences()) {
     if (training.optimizer == zinc::OptimizerKind::None)

@@ -16,6 +16,13 @@
 // instructions run only in the last micro-batch (the updates and what only
 // they need) is decided when the plan is emitted (UpdatePhase.h).
 //
+// With --grad-reduce=step (ZeRO stages 2-3) a reduce-scattered gradient is
+// summed whole instead: its accumulator has the gradient's full shape, the
+// AccumulateGrad comes before the ReduceScatter, and the ReduceScatter reads
+// the accumulator. Only the update reads its shard, so the collective runs
+// once per step, in the last micro-batch: 1/N of the collective traffic, for
+// a whole f32 gradient sum on every rank.
+//
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/LastWriter.h"
 #include "zinc/passes/OptimizerOps.h"
@@ -51,25 +58,48 @@ llvm::Expected<bool> AccumulateGradients::run(ir::Graph &g, PassContext &ctx) {
   if (updates.empty())
     return makeError("--grad-accum: the graph has no optimizer update to accumulate "
                      "gradients for (run build-training first)");
+  const bool reduceOncePerStep =
+      ctx.training.gradReduce == TrainingOptions::GradReduce::Step;
   // Several updates may read one gradient value: one accumulator for it.
   llvm::DenseMap<ir::Value *, ir::Value *> accumulatorOf;
+  // An accumulator for `grad`, added into after its last writer before
+  // `reader`.
+  auto accumulatorFor = [&](ir::Value *grad, ir::Node *reader,
+                            ir::Value *param) -> ir::Value * {
+    ir::Value *&acc = accumulatorOf[grad];
+    if (acc)
+      return acc;
+    acc = g.addValue(g.uniqueValueName(param->name + ".grad_accum"), DType::F32,
+                     grad->shape, ir::ValueRole::State);
+    acc->shardOf = grad->shardOf;
+    ir::Node *done = lastWriterBefore(grad, reader, ordinal);
+    ir::Node *at = done ? g.nextNode(done) : g.firstNode();
+    g.insertNode(at, "AccumulateGrad", g.uniqueNodeName(param->name + "/grad_accum"),
+                 {acc, grad}, {}, {}, "zinc");
+    return acc;
+  };
+  bool reducedOnce = false;
   for (ir::Node *update : updates) {
     ir::Value *grad = update->inputs[1];
     if (!grad)
       return makeError("--grad-accum: " + update->describe() + " has no gradient");
-    ir::Value *&acc = accumulatorOf[grad];
-    if (!acc) {
-      ir::Value *param = update->inputs[0];
-      acc = g.addValue(g.uniqueValueName(param->name + ".grad_accum"), DType::F32,
-                       grad->shape, ir::ValueRole::State);
-      acc->shardOf = grad->shardOf;
-      ir::Node *done = lastWriterBefore(grad, update, ordinal);
-      ir::Node *at = done ? g.nextNode(done) : g.firstNode();
-      g.insertNode(at, "AccumulateGrad", g.uniqueNodeName(param->name + "/grad_accum"),
-                   {acc, grad}, {}, {}, "zinc");
+    ir::Value *param = update->inputs[0];
+    ir::Node *reduce = reduceOncePerStep ? lastWriterBefore(grad, update, ordinal) : nullptr;
+    if (reduce && reduce->domain == "zinc" && reduce->opType == "ReduceScatter" &&
+        reduce->inputs.size() == 1 && reduce->inputs[0] && reduce->outputs.size() == 1) {
+      // The whole gradient is summed; its shard, reduced from the f32 sum,
+      // is what the update reads.
+      reduce->setInput(0, accumulatorFor(reduce->inputs[0], reduce, param));
+      grad->dtype = DType::F32;
+      reducedOnce = true;
+      continue;
     }
-    update->setInput(1, acc);
+    update->setInput(1, accumulatorFor(grad, update, param));
   }
+  if (reduceOncePerStep && !reducedOnce)
+    return makeError("--grad-reduce=step reduce-scatters each gradient once per step: it "
+                     "needs a plan whose gradients are reduce-scattered (--ranks above 1 "
+                     "with --zero-stage=2 or 3)");
   return true;
 }
 

@@ -15,7 +15,8 @@ training:
     states are read and written once per step, not once per micro-batch
     (the NVMe bytes of a step are those of a step without accumulation);
   - 2 ranks (mpirun) at ZeRO stage 2, 2 micro-batches of 1 row each per
-    rank, train as one rank's batch of 4;
+    rank, train as one rank's batch of 4, the gradients reduce-scattered
+    every micro-batch or (--grad-reduce=step) once per step;
 The nanoGPT recipe of issue 34 (AdamW, cosine schedule with warmup,
 --clip-grad-norm=1.0, --grad-accum=4, a token file in sequential order)
 against a plain PyTorch loop doing the same, 20 steps within 1e-4 relative;
@@ -161,6 +162,21 @@ class GptAccumulationTest(unittest.TestCase):
                          ranks=2)
         self.assert_same_training(self.one_batch(), got, 1e-5, "2 ranks x 2 micro-batches")
 
+    def test_two_ranks_zero_stage_2_reduced_once_per_step(self):
+        """--grad-reduce=step: each rank sums its micro-batches' whole
+        gradients and reduce-scatters the sum once, in the last micro-batch:
+        the same training, half the reduce-scatter bytes of 2 micro-batches
+        reduced each."""
+        zero = ["--ranks=2", "--zero-stage=2"]
+        got = self.train("zero2-step", 1, 2, "micro2.safetensors", *zero,
+                         "--grad-reduce=step", ranks=2)
+        self.assert_same_training(self.one_batch(), got, 1e-5,
+                                  "2 ranks x 2 micro-batches, reduced once per step")
+        each = self.train("zero2", 1, 2, "micro2.safetensors", *zero, ranks=2)
+        once, twice = (run[0][-1]["bytes"]["reduce_scatter"] for run in (got, each))
+        self.assertGreater(once, 0)
+        self.assertEqual(2 * once, twice)
+
 
 
 class NanoGptRecipeTest(unittest.TestCase):
@@ -283,9 +299,13 @@ class NanoGptRecipeTest(unittest.TestCase):
     def test_two_zero2_ranks_match_one_rank(self):
         # Each rank takes one of the global batch's two rows: rank 0's first,
         # so the windows are those of the one-rank run.
-        got = self.train("zero2", ["--ranks=2", "--zero-stage=2"], rows=1, ranks=2)
         one = [m["loss"] for m in self.train("fp32")]
+        got = self.train("zero2", ["--ranks=2", "--zero-stage=2"], rows=1, ranks=2)
         self.assert_losses(got, one, 1e-5, "2 ZeRO-2 ranks against one")
+        # ZeRO-3 with the gradients reduce-scattered once per step.
+        got = self.train("zero3-step", ["--ranks=2", "--zero-stage=3", "--grad-reduce=step"],
+                         rows=1, ranks=2)
+        self.assert_losses(got, one, 1e-5, "2 ZeRO-3 ranks reducing once per step")
 
     def test_bf16_tracks_fp32(self):
         got = [m["loss"] for m in self.train("bf16", ["--precision=bf16"])]

@@ -51,6 +51,11 @@ struct TrainingOptions {
   /// gradient 1/N, their gradients summed into f32 accumulators the updates
   /// read (the accumulate-gradients pass); 1 for none.
   int64_t gradAccum = 1;
+  /// --grad-reduce: with --grad-accum under ZeRO stages 2-3, whether each
+  /// micro-batch's gradients are reduce-scattered into sharded accumulators
+  /// (MicroBatch) or summed whole on each rank and reduce-scattered once,
+  /// in the step's last micro-batch (Step).
+  enum class GradReduce { MicroBatch, Step } gradReduce = GradReduce::MicroBatch;
 
   /// fuse-attention: attention chains become zinc.Attention (O(T) memory).
   bool fuseAttention = true;
