@@ -5,7 +5,7 @@ On the cpu backend, in one run:
      hardware description (GEMM, memory, copies, CPU Adam, thread handoffs,
      the NVMe tier);
   2. `zinc-compile --hw=<that file>` compiles a model under an offload plan
-     (by default the bundled GPT example as `make run` compiles it: AdamW
+     (by default the bundled GPT example with `make run`'s placement: AdamW
      states and master weights on NVMe, parameters on the CPU) and reports
      the predicted step (`predicted.step_seconds`);
   3. `zinc-run` trains it --warmup + --steps steps with --metrics, --reps

@@ -1,6 +1,6 @@
 """End-to-end: SIGKILL at any moment of a checkpointed run loses nothing.
 
-The bundled example GPT (examples/gpt) is compiled as `make run` compiles it
+The bundled example GPT (examples/gpt/gpt.onnx) is compiled with `make run`'s placement
 (AdamW state on NVMe, parameters on the CPU) and trained STEPS steps straight.
 Then a run that checkpoints after every step (each checkpoint written beside,
 fsynced and renamed) is killed with SIGKILL a quarter, half and three

@@ -1,6 +1,6 @@
 """End-to-end: the cost model's predicted step, in the report and as a trace.
 
-The bundled GPT, compiled as `make run` compiles it (AdamW states and master
+The bundled GPT (gpt.onnx), compiled with `make run`'s placement (AdamW states and master
 weights on NVMe, parameters on the CPU), on this machine's description:
 
   - the report's `predicted` gives a step time no shorter than its lower
