@@ -5,6 +5,23 @@ to how far PyTorch's own float32 gradient is from float64's. This is the
 comparison for models whose loss trajectories are ill-conditioned (BatchNorm
 convnets at small batches), where a few steps of rounding differences grow
 until a trajectory tells nothing.
+
+Knife-edges. A ReLU whose input is within float32 rounding of zero has its
+mask decided by rounding order, and so do the gradients of everything below
+it: regnet_y_400mf at 64x64 (seed 30) has one element of
+block3-4.f.b.1's output at 1.3e-7 of the tensor's largest, where PyTorch's
+float32 error is 1.0e-6 of it. PyTorch's float32 happens to round it to
+float64's sign; zinc on OpenBLAS's SkylakeX kernels rounds it the other way,
+and the gradients of block3-4 and below move by up to 2.6% of a tensor's
+largest (block3-4.f.b.0.weight). PyTorch itself does the same when its
+weights move by one ulp: with weights nudged one ulp at random (seed 2), its
+gradients are zinc's on SkylakeX to 1.2e-4 of each tensor's largest, where
+PyTorch's float32 is 5e-5 from float64. Such a ReLU has no right answer in float32, so a tensor
+that misses PyTorch's gradient is also compared, at the same tolerance, with
+PyTorch's gradients on weights nudged one ulp (PERTURB_SEEDS, each weight up
+or down at random): zinc must agree with one of PyTorch's own equally valid
+float32 results, not with PyTorch loosely. The nudged runs are made only when
+a tensor misses, so a model without a knife-edge is checked as before.
 """
 
 import copy
@@ -29,6 +46,23 @@ SGD_ONE = ["--optimizer=sgd", "--lr=1", "--weight-decay=0"]
 GRAD_RTOL = 1e-3
 NOISE_FACTOR = 10
 LOSS_RTOL = 1e-4
+# Seeds of the one-ulp weight nudges tried when a tensor misses (see above).
+PERTURB_SEEDS = (0, 1, 2)
+
+
+def nudged(model, seed):
+    """A copy of `model` with each floating-point weight moved one ulp, up
+    or down at random (seeded)."""
+    model = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.is_floating_point():
+                continue
+            up = torch.rand(p.shape, generator=gen) < 0.5
+            inf = torch.tensor(float("inf"), dtype=p.dtype)
+            p.copy_(torch.where(up, torch.nextafter(p, inf), torch.nextafter(p, -inf)))
+    return model
 
 
 def torch_step(model, data):
@@ -75,14 +109,21 @@ def compare(test, compile_bin, run_bin, work, model, data, export=models.export_
                          "loss: zinc %r, PyTorch %r (float64 %r)" % (got_loss, loss32, loss64))
     got = st.load_file(path("weights.safetensors"))
     report, bad = {}, {}
+    nudged_grads = []  # PyTorch's gradients on one-ulp nudged weights, made on a miss
     for name, (param, transposed) in imap.items():
-        want = grads32[param].T if transposed else grads32[param]
-        want64 = grads64[param].T if transposed else grads64[param]
+        orient = lambda g: g.T if transposed else g  # noqa: E731
+        want = orient(grads32[param])
+        want64 = orient(grads64[param])
         grad = (initial[name].astype(np.float64) - got[name]).astype(np.float64)
         err = float(np.abs(grad - want).max())
         noise = float(np.abs(want - want64).max())
         tol = max(GRAD_RTOL * float(np.abs(want).max()), NOISE_FACTOR * noise, 1e-7)
         err64 = float(np.abs(grad - want64).max())
+        if not err <= tol:
+            if not nudged_grads:
+                nudged_grads = [torch_step(nudged(model, s), one)[1] for s in PERTURB_SEEDS]
+            err = min([err] + [float(np.abs(grad - orient(g[param])).max())
+                               for g in nudged_grads])
         report[name] = (err, tol)
         if not err <= tol:
             bad[name] = (err, tol, noise, err64)
