@@ -83,9 +83,10 @@ static cl::opt<int64_t> gradAccum(
 static cl::opt<std::string> gradReduce(
     "grad-reduce",
     cl::desc("With --grad-accum under ZeRO stages 2-3: reduce-scatter the gradients "
-             "every micro-batch (micro-batch, the default) or once per step from whole "
-             "f32 sums on each rank (step)"),
-    cl::init("micro-batch"), cl::cat(compileCategory));
+             "every micro-batch (micro-batch) or once per step from whole f32 sums on "
+             "each rank (step); auto (the default) plans both and keeps the one the "
+             "cost model predicts faster"),
+    cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"),
                                       cl::init("fp32"), cl::cat(compileCategory));
 static cl::opt<std::string> lossScale(
@@ -279,6 +280,33 @@ private:
   std::vector<std::unique_ptr<Timer>> timers;
 };
 
+/// Runs `pm` over `graph`; when the GPU tier overflows with the tile and
+/// checkpoint passes aiming at their share of it (adaptive), they aim lower
+/// and everything runs again from `imported` (the feedback from allocate to
+/// the earlier passes). `retrying` is told each new divisor.
+static Error runWithBudgetRetry(zinc::passes::PassManager &pm,
+                                zinc::passes::PassContext &ctx,
+                                std::unique_ptr<zinc::ir::Graph> &graph,
+                                const zinc::ir::Graph *imported,
+                                const zinc::MemoryOptions &asGiven,
+                                function_ref<void(unsigned divisor)> retrying) {
+  while (true) {
+    Error err = pm.run(*graph);
+    if (!err)
+      return Error::success();
+    unsigned divisor = ctx.memory.budgetDivisor;
+    if (!imported || !ctx.memory.gpuOverflowed ||
+        divisor * 2 > zinc::MemoryOptions::kMaxBudgetDivisor)
+      return err;
+    consumeError(std::move(err));
+    retrying(divisor * 2);
+    ctx.memory = asGiven;
+    ctx.memory.budgetDivisor = divisor * 2;
+    ctx.layout.reset();
+    graph = imported->clone();
+  }
+}
+
 /// The inference form of a training plan's model (Plan.eval, zinc-run
 /// --eval-data): --mode=infer's pipeline over the imported graph, for one
 /// rank, with the training plan's precision and tier capacities. Its notes
@@ -304,21 +332,11 @@ buildEvalPlan(std::unique_ptr<zinc::ir::Graph> graph,
                   ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
   std::unique_ptr<zinc::ir::Graph> imported =
       adaptive ? graph->clone() : nullptr;
-  while (true) {
-    Error err = pm.run(*graph);
-    if (!err)
-      break;
-    unsigned divisor = ctx.memory.budgetDivisor;
-    if (!adaptive || !ctx.memory.gpuOverflowed ||
-        divisor * 2 > zinc::MemoryOptions::kMaxBudgetDivisor)
-      return std::move(err);
-    consumeError(std::move(err));
-    ctx.memory = asGiven;
-    ctx.memory.delayUpdates = false;
-    ctx.memory.budgetDivisor = divisor * 2;
-    ctx.layout.reset();
-    graph = imported->clone();
-  }
+  zinc::MemoryOptions inferring = asGiven;
+  inferring.delayUpdates = false;
+  if (Error err = runWithBudgetRetry(pm, ctx, graph, imported.get(), inferring,
+                                     [](unsigned) {}))
+    return std::move(err);
   auto loss = zinc::findLossOutput(*graph, lossName);
   if (!loss)
     return loss.takeError();
@@ -338,6 +356,85 @@ buildEvalPlan(std::unique_ptr<zinc::ir::Graph> graph,
     return std::move(err);
   BuryPointer(std::move(graph));
   return plan;
+}
+
+/// The cost model's step seconds for the training plan of `imported` under
+/// `given`'s options, through the default pipeline and the emitter, as
+/// compile() plans it (without its notes).
+static Expected<double> predictedStepSeconds(const zinc::ir::Graph &imported,
+                                             const zinc::passes::PassContext &given,
+                                             const zinc::MemoryOptions &asGiven,
+                                             const zinc::Hardware &hw) {
+  zinc::passes::PassContext ctx = given;
+  ctx.memory = asGiven;
+  ctx.layout.reset();
+  ctx.note = [](const Twine &) {};
+  zinc::passes::PassManager pm(ctx);
+  pm.setVerifyEach(verifyEach);
+  pm.addDefaultPipeline();
+  bool adaptive = ctx.memory.tileMode == zinc::TileMode::Auto ||
+                  ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
+  std::unique_ptr<zinc::ir::Graph> graph = imported.clone();
+  if (Error err = runWithBudgetRetry(pm, ctx, graph, adaptive ? &imported : nullptr,
+                                     asGiven, [](unsigned) {}))
+    return std::move(err);
+  auto loss = zinc::findLossOutput(*graph, lossName);
+  if (!loss)
+    return loss.takeError();
+  zinc::EmitOptions emitOpts;
+  emitOpts.mode = "train";
+  emitOpts.hw = hw.name;
+  emitOpts.gpuCapacity = hw.gpuMem;
+  emitOpts.cpuCapacity = hw.cpuMem;
+  emitOpts.nvmeCapacity = hw.nvmeMem;
+  emitOpts.loss = *loss;
+  emitOpts.layout = ctx.layout.get();
+  emitOpts.zeroStage = ctx.zero.stage;
+  emitOpts.gradAccum = static_cast<unsigned>(ctx.training.gradAccum);
+  auto plan = zinc::emitPlan(*graph, emitOpts);
+  if (!plan)
+    return plan.takeError();
+  auto prediction = zinc::plan::simulatePlan(*plan, hw);
+  if (!prediction)
+    return prediction.takeError();
+  BuryPointer(std::move(graph));
+  return prediction->stepSeconds;
+}
+
+/// --grad-reduce=auto under ZeRO stages 2-3 with --grad-accum: reducing each
+/// micro-batch's gradients costs N collectives a step, reducing whole f32
+/// sums once costs a whole gradient's memory on every rank; which is faster
+/// depends on the links, the compute and where that memory must live, so
+/// both are planned and the cost model's faster one kept. One that does not
+/// plan (its accumulators do not fit) is left out, saying why.
+static zinc::TrainingOptions::GradReduce
+chooseGradReduce(const zinc::ir::Graph &imported, zinc::passes::PassContext ctx,
+                 const zinc::MemoryOptions &asGiven, const zinc::Hardware &hw) {
+  using GradReduce = zinc::TrainingOptions::GradReduce;
+  std::string said;
+  double best = 0;
+  GradReduce chosen = GradReduce::MicroBatch;
+  bool any = false;
+  for (auto [reduce, name] : {std::pair{GradReduce::MicroBatch, "micro-batch"},
+                              std::pair{GradReduce::Step, "step"}}) {
+    ctx.training.gradReduce = reduce;
+    auto seconds = predictedStepSeconds(imported, ctx, asGiven, hw);
+    if (!seconds) {
+      said += std::string(said.empty() ? "" : ", ") + name + " does not plan (" +
+              toString(seconds.takeError()) + ")";
+      continue;
+    }
+    said += (said.empty() ? "" : ", ") + std::string(name) + " " +
+            formatv("{0}", format("%.4g", *seconds)).str() + " s";
+    if (!any || *seconds < best) {
+      best = *seconds;
+      chosen = reduce;
+      any = true;
+    }
+  }
+  ctx.note("--grad-reduce=auto: predicted step " + said + "; reducing " +
+           (chosen == GradReduce::Step ? "once per step" : "every micro-batch"));
+  return chosen;
 }
 
 static Error compile() {
@@ -415,9 +512,9 @@ static Error compile() {
     training.gradAccum = gradAccum;
   }
   if (gradReduce.getNumOccurrences()) {
-    if (gradReduce != "micro-batch" && gradReduce != "step")
+    if (gradReduce != "auto" && gradReduce != "micro-batch" && gradReduce != "step")
       return zinc::makeError("--grad-reduce: unknown value '" + gradReduce +
-                             "' (expected micro-batch or step)");
+                             "' (expected auto, micro-batch or step)");
     if (training.gradAccum <= 1)
       return zinc::makeError("--grad-reduce chooses when accumulated gradients are "
                              "reduced: it needs --grad-accum above 1");
@@ -560,32 +657,28 @@ static Error compile() {
   if (!graph)
     return graph.takeError();
   importing.reset();
-  // When the GPU still overflows with the tile and checkpoint passes aiming
-  // at their share of it, they aim lower and everything runs again (the
-  // feedback from allocate to the earlier passes).
   bool adaptive = ctx.memory.tileMode == zinc::TileMode::Auto ||
                   ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
   zinc::MemoryOptions asGiven = ctx.memory;
-  std::unique_ptr<zinc::ir::Graph> imported = adaptive ? (*graph)->clone() : nullptr;
+  bool chooseReduce = gradReduce == "auto" && mode == "train" && training.gradAccum > 1 &&
+                      ranks > 1 && zeroStage >= 2;
+  std::unique_ptr<zinc::ir::Graph> imported =
+      adaptive || chooseReduce ? (*graph)->clone() : nullptr;
   // The evaluation program starts from the graph as imported.
   std::unique_ptr<zinc::ir::Graph> forEval =
       mode == "train" ? (*graph)->clone() : nullptr;
-  while (true) {
-    Error err = pm.run(**graph);
-    if (!err)
-      break;
-    unsigned divisor = ctx.memory.budgetDivisor;
-    if (!adaptive || !ctx.memory.gpuOverflowed ||
-        divisor * 2 > zinc::MemoryOptions::kMaxBudgetDivisor)
-      return zinc::addContext(std::move(err), modelPath);
-    consumeError(std::move(err));
-    ctx.note("the GPU tier overflowed with tiles and checkpoints aimed at 1/" + Twine(divisor) +
-             " of it; compiling again aiming at 1/" + Twine(divisor * 2));
-    ctx.memory = asGiven;
-    ctx.memory.budgetDivisor = divisor * 2;
-    ctx.layout.reset();
-    *graph = imported->clone();
+  if (chooseReduce) {
+    auto choosing = phases.time("--grad-reduce=auto");
+    ctx.training.gradReduce = chooseGradReduce(*imported, ctx, asGiven, *hw);
   }
+  if (Error err = runWithBudgetRetry(
+          pm, ctx, *graph, adaptive ? imported.get() : nullptr, asGiven,
+          [&](unsigned divisor) {
+            ctx.note("the GPU tier overflowed with tiles and checkpoints aimed at 1/" +
+                     Twine(divisor / 2) + " of it; compiling again aiming at 1/" +
+                     Twine(divisor));
+          }))
+    return zinc::addContext(std::move(err), modelPath);
 
   // Inference needs no loss, but reports the one there is.
   auto loss = zinc::findLossOutput(**graph, lossName);

@@ -159,7 +159,7 @@ class GptAccumulationTest(unittest.TestCase):
 
     def test_two_ranks_zero_stage_2(self):
         got = self.train("zero2", 1, 2, "micro2.safetensors", "--ranks=2", "--zero-stage=2",
-                         ranks=2)
+                         "--grad-reduce=micro-batch", ranks=2)
         self.assert_same_training(self.one_batch(), got, 1e-5, "2 ranks x 2 micro-batches")
 
     def test_two_ranks_zero_stage_2_reduced_once_per_step(self):
@@ -172,7 +172,8 @@ class GptAccumulationTest(unittest.TestCase):
                          "--grad-reduce=step", ranks=2)
         self.assert_same_training(self.one_batch(), got, 1e-5,
                                   "2 ranks x 2 micro-batches, reduced once per step")
-        each = self.train("zero2", 1, 2, "micro2.safetensors", *zero, ranks=2)
+        each = self.train("zero2", 1, 2, "micro2.safetensors", *zero,
+                          "--grad-reduce=micro-batch", ranks=2)
         once, twice = (run[0][-1]["bytes"]["reduce_scatter"] for run in (got, each))
         self.assertGreater(once, 0)
         self.assertEqual(2 * once, twice)
