@@ -604,10 +604,6 @@ static Error compile() {
     return zinc::makeError("--grad-accum cannot be combined with --dpu: a delayed update "
                            "would apply a step's accumulated gradients while the next "
                            "step's micro-batches add into them");
-  if (delayUpdates && training.clipGradNorm > 0)
-    return zinc::makeError("--clip-grad-norm cannot be combined with --dpu: a delayed update "
-                           "applies the previous step's gradients, and their norm is not "
-                           "kept for it");
   if (delayUpdates && (mode != "train" || training.optimizer == zinc::OptimizerKind::None))
     return zinc::makeError("--dpu delays the optimizer's update: it needs --mode=train and an "
                            "optimizer");

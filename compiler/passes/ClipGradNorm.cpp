@@ -20,8 +20,9 @@
 // itself (zinc/support/GradClipping.h): no node has to wait for all
 // gradients and then touch each of them again.
 //
-// Not with delayed updates (--dpu): an update applying the previous step's
-// gradients would read this step's sum.
+// With delayed updates (--dpu) the sum is stored with the delayed gradients
+// (DelayedUpdate.cpp), so an update applies the previous step's gradients
+// clipped by their own norm.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/LastWriter.h"
@@ -44,10 +45,6 @@ public:
 };
 
 llvm::Expected<bool> ClipGradNorm::run(ir::Graph &g, PassContext &ctx) {
-  if (ctx.memory.delayUpdates)
-    return makeError("--clip-grad-norm cannot be combined with --dpu: a delayed update "
-                     "applies the previous step's gradients, and their norm is not "
-                     "kept for it");
   llvm::DenseMap<const ir::Node *, size_t> ordinal;
   std::vector<ir::Node *> updates;
   for (ir::Node *n : g.nodes()) {

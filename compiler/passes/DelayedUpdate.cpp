@@ -33,7 +33,9 @@
 // overflow flag and the scale of the step that made the gradients are
 // stored with them (loss_scale.*.delayed): the update skips and unscales
 // what it applies by those, and its step count is the applied steps already
-// counted (UpdateLossScale counted them a step ago).
+// counted (UpdateLossScale counted them a step ago). Gradient clipping's
+// sum of squares is stored with them too (grad_norm.sum_squares.delayed),
+// after its all-reduce: the update clips what it applies by that step's norm.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/DelayedUpdate.h"
@@ -109,20 +111,26 @@ llvm::Error delayUpdates(ir::Graph &g, DelayedUpdatePlacement where) {
     // fp16 loss scaling's extras (found_inf, scale, applied steps): the
     // update must judge and unscale the gradients it applies with the flag
     // and scale of the step that made them, stored with them.
-    if (int applied = appliedOperand(*opt); applied >= 2) {
-      for (int slot : {applied - 2, applied - 1}) {
-        ir::Value *now = opt->inputs[slot];
-        ir::Value *&then = delayedScalars[now];
-        if (!then) {
-          then = g.addValue(g.uniqueValueName(now->name + ".delayed"), now->dtype, now->shape,
-                            ir::ValueRole::State);
-          then->tier = ir::Tier::Cpu;
-          g.insertNode(storeAt, "CopyInto", g.uniqueNodeName(then->name + "/store"),
-                       {now, then}, {}, {}, "zinc");
-        }
-        opt->setInput(slot, then);
+    // A step's scalar the update reads, kept for the next step's update:
+    // one host state per scalar, stored where the first update was.
+    auto storedForNextStep = [&](ir::Value *now) {
+      ir::Value *&then = delayedScalars[now];
+      if (!then) {
+        then = g.addValue(g.uniqueValueName(now->name + ".delayed"), now->dtype, now->shape,
+                          ir::ValueRole::State);
+        then->tier = ir::Tier::Cpu;
+        g.insertNode(storeAt, "CopyInto", g.uniqueNodeName(then->name + "/store"),
+                     {now, then}, {}, {}, "zinc");
       }
-    }
+      return then;
+    };
+    if (int applied = appliedOperand(*opt); applied >= 2)
+      for (int slot : {applied - 2, applied - 1})
+        opt->setInput(slot, storedForNextStep(opt->inputs[slot]));
+    // --clip-grad-norm's sum of squares, the same way.
+    unsigned sumSlot = optimizerExtraOperand(*opt, OptimizerExtra::GradSumSquares);
+    if (sumSlot < opt->inputs.size() && opt->inputs[sumSlot])
+      opt->setInput(sumSlot, storedForNextStep(opt->inputs[sumSlot]));
     ir::Value *grad = opt->inputs[1];
     ir::Value *delayed = g.addValue(g.uniqueValueName(grad->name + ".delayed"), grad->dtype,
                                     grad->shape, ir::ValueRole::State);

@@ -46,7 +46,7 @@ def read_metrics(path):
 
 
 class ClipVsPytorchTest(TrainingComparison, unittest.TestCase):
-    def clip_case(self, name, optimizer, max_norm, compile_flags=(), **kw):
+    def clip_case(self, name, optimizer, max_norm, compile_flags=(), delayed=False, **kw):
         norms = []
         # Exported as users export for training: training mode, dynamic axes.
         model, data = models.build(name)
@@ -54,7 +54,8 @@ class ClipVsPytorchTest(TrainingComparison, unittest.TestCase):
                    export=models.export_training,
                    compile_flags=models.dim_flags(data) +
                    ["--clip-grad-norm=%r" % max_norm] + list(compile_flags),
-                   reference_kw={"clip_grad_norm": max_norm, "grad_norms": norms}, **kw)
+                   reference_kw={"clip_grad_norm": max_norm, "grad_norms": norms,
+                                 "delayed": delayed}, **kw)
         # The float32 reference's norms (the float64 run appends after them).
         want = norms[:models.STEPS]
         self.assertTrue(all(n > 2 * max_norm for n in want),
@@ -72,6 +73,13 @@ class ClipVsPytorchTest(TrainingComparison, unittest.TestCase):
 
     def test_gpt_adamw(self):
         self.clip_case("gpt", ADAMW, 0.1)
+
+    def test_mlp_adamw_delayed_update(self):
+        """--dpu: the update of step i applies step i-1's gradients clipped by
+        their own norm (stored with them), as a PyTorch loop that clips, keeps
+        the gradients and applies them a step late."""
+        self.clip_case("mlp", ADAMW, 0.05, compile_flags=["--dpu", "--offload-optimizer=cpu"],
+                       delayed=True)
 
     def test_gpt_adamw_tiled(self):
         self.clip_case("gpt", ADAMW, 0.1, compile_flags=["--tile=2"])
