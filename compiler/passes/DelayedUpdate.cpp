@@ -35,7 +35,9 @@
 // what it applies by those, and its step count is the applied steps already
 // counted (UpdateLossScale counted them a step ago). Gradient clipping's
 // sum of squares is stored with them too (grad_norm.sum_squares.delayed),
-// after its all-reduce: the update clips what it applies by that step's norm.
+// after its all-reduce: the update clips what it applies by that step's norm,
+// and this step's backward sums its own squares without waiting for the
+// host's updates to have read the last step's.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/DelayedUpdate.h"
