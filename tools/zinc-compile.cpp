@@ -307,6 +307,45 @@ static Error runWithBudgetRetry(zinc::passes::PassManager &pm,
   }
 }
 
+/// `graph` through the default pipeline under `ctx` (its notes silenced;
+/// when tiles or checkpoints adapt, the budget retry from a copy of the
+/// graph) and the emitter: the plan of a second compile inside this one.
+static Expected<zinc::plan::Plan> planWithDefaultPipeline(std::unique_ptr<zinc::ir::Graph> graph,
+                                                         zinc::passes::PassContext ctx,
+                                                         const zinc::Hardware &hw,
+                                                         StringRef emitMode) {
+  zinc::MemoryOptions asGiven = ctx.memory;
+  ctx.layout.reset();
+  ctx.hardware = &hw;
+  ctx.note = [](const Twine &) {};
+  zinc::passes::PassManager pm(ctx);
+  pm.setVerifyEach(verifyEach);
+  pm.addDefaultPipeline();
+  bool adaptive = ctx.memory.tileMode == zinc::TileMode::Auto ||
+                  ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
+  std::unique_ptr<zinc::ir::Graph> imported = adaptive ? graph->clone() : nullptr;
+  if (Error err = runWithBudgetRetry(pm, ctx, graph, imported.get(), asGiven,
+                                     [](unsigned) {}))
+    return std::move(err);
+  auto loss = zinc::findLossOutput(*graph, lossName);
+  if (!loss)
+    return loss.takeError();
+  zinc::EmitOptions emitOpts;
+  emitOpts.mode = emitMode.str();
+  emitOpts.hw = hw.name;
+  emitOpts.hardwareJson = zinc::hardwareToJson(hw);
+  emitOpts.gpuCapacity = hw.gpuMem;
+  emitOpts.cpuCapacity = hw.cpuMem;
+  emitOpts.nvmeCapacity = hw.nvmeMem;
+  emitOpts.loss = *loss;
+  emitOpts.layout = ctx.layout.get();
+  emitOpts.zeroStage = ctx.zero.stage;
+  emitOpts.gradAccum = static_cast<unsigned>(ctx.training.gradAccum);
+  auto plan = zinc::emitPlan(*graph, emitOpts);
+  BuryPointer(std::move(graph));
+  return plan;
+}
+
 /// The inference form of a training plan's model (Plan.eval, zinc-run
 /// --eval-data): --mode=infer's pipeline over the imported graph, for one
 /// rank, with the training plan's precision and tier capacities. Its notes
@@ -323,81 +362,28 @@ buildEvalPlan(std::unique_ptr<zinc::ir::Graph> graph,
   ctx.training.lossScale = zinc::LossScaleKind::None;
   ctx.memory = asGiven;
   ctx.memory.delayUpdates = false;
-  ctx.hardware = &hw;
-  ctx.note = [](const Twine &) {};
-  zinc::passes::PassManager pm(ctx);
-  pm.setVerifyEach(verifyEach);
-  pm.addDefaultPipeline();
-  bool adaptive = ctx.memory.tileMode == zinc::TileMode::Auto ||
-                  ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
-  std::unique_ptr<zinc::ir::Graph> imported =
-      adaptive ? graph->clone() : nullptr;
-  zinc::MemoryOptions inferring = asGiven;
-  inferring.delayUpdates = false;
-  if (Error err = runWithBudgetRetry(pm, ctx, graph, imported.get(), inferring,
-                                     [](unsigned) {}))
-    return std::move(err);
-  auto loss = zinc::findLossOutput(*graph, lossName);
-  if (!loss)
-    return loss.takeError();
-  zinc::EmitOptions emitOpts;
-  emitOpts.mode = "infer";
-  emitOpts.hw = hw.name;
-  emitOpts.hardwareJson = zinc::hardwareToJson(hw);
-  emitOpts.gpuCapacity = hw.gpuMem;
-  emitOpts.cpuCapacity = hw.cpuMem;
-  emitOpts.nvmeCapacity = hw.nvmeMem;
-  emitOpts.loss = *loss;
-  emitOpts.layout = ctx.layout.get();
-  auto plan = zinc::emitPlan(*graph, emitOpts);
+  auto plan = planWithDefaultPipeline(std::move(graph), ctx, hw, "infer");
   if (!plan)
     return plan.takeError();
   if (Error err = zinc::plan::verifyPlan(*plan))
     return std::move(err);
-  BuryPointer(std::move(graph));
   return plan;
 }
 
 /// The cost model's step seconds for the training plan of `imported` under
-/// `given`'s options, through the default pipeline and the emitter, as
-/// compile() plans it (without its notes).
+/// `given`'s options, as compile() plans it (without its notes).
 static Expected<double> predictedStepSeconds(const zinc::ir::Graph &imported,
-                                             const zinc::passes::PassContext &given,
+                                             zinc::passes::PassContext given,
                                              const zinc::MemoryOptions &asGiven,
                                              const zinc::Hardware &hw) {
-  zinc::passes::PassContext ctx = given;
-  ctx.memory = asGiven;
-  ctx.layout.reset();
-  ctx.note = [](const Twine &) {};
-  zinc::passes::PassManager pm(ctx);
-  pm.setVerifyEach(verifyEach);
-  pm.addDefaultPipeline();
-  bool adaptive = ctx.memory.tileMode == zinc::TileMode::Auto ||
-                  ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
-  std::unique_ptr<zinc::ir::Graph> graph = imported.clone();
-  if (Error err = runWithBudgetRetry(pm, ctx, graph, adaptive ? &imported : nullptr,
-                                     asGiven, [](unsigned) {}))
-    return std::move(err);
-  auto loss = zinc::findLossOutput(*graph, lossName);
-  if (!loss)
-    return loss.takeError();
-  zinc::EmitOptions emitOpts;
-  emitOpts.mode = "train";
-  emitOpts.hw = hw.name;
-  emitOpts.gpuCapacity = hw.gpuMem;
-  emitOpts.cpuCapacity = hw.cpuMem;
-  emitOpts.nvmeCapacity = hw.nvmeMem;
-  emitOpts.loss = *loss;
-  emitOpts.layout = ctx.layout.get();
-  emitOpts.zeroStage = ctx.zero.stage;
-  emitOpts.gradAccum = static_cast<unsigned>(ctx.training.gradAccum);
-  auto plan = zinc::emitPlan(*graph, emitOpts);
+  given.memory = asGiven;
+  auto plan = planWithDefaultPipeline(imported.clone(), given, hw, "train");
   if (!plan)
     return plan.takeError();
   auto prediction = zinc::plan::simulatePlan(*plan, hw);
   if (!prediction)
     return prediction.takeError();
-  BuryPointer(std::move(graph));
+  BuryPointer(std::make_unique<zinc::plan::Plan>(std::move(*plan)));
   return prediction->stepSeconds;
 }
 
