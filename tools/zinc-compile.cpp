@@ -392,11 +392,25 @@ static Expected<double> predictedStepSeconds(const zinc::ir::Graph &imported,
 /// sums once costs a whole gradient's memory on every rank; which is faster
 /// depends on the links, the compute and where that memory must live, so
 /// both are planned and the cost model's faster one kept. One that does not
-/// plan (its accumulators do not fit) is left out, saying why.
+/// plan (its accumulators do not fit) is left out, saying why. The whole
+/// sums are made where the gradients are, on the GPU: when they cannot all
+/// live there, every micro-batch would move whole gradients off it, more
+/// than the reductions it saves, so that reduction is not planned at all
+/// (planning it spills terabytes for a 1T model).
 static zinc::TrainingOptions::GradReduce
 chooseGradReduce(const zinc::ir::Graph &imported, zinc::passes::PassContext ctx,
                  const zinc::MemoryOptions &asGiven, const zinc::Hardware &hw) {
   using GradReduce = zinc::TrainingOptions::GradReduce;
+  uint64_t wholeSums = 0;
+  for (const auto &v : imported.values())
+    if (v->role == zinc::ir::ValueRole::Parameter)
+      wholeSums += uint64_t(v->numElements()) * sizeof(float);
+  if (wholeSums > hw.gpuMem) {
+    ctx.note(formatv("--grad-reduce=auto: reducing every micro-batch (whole f32 gradient "
+                     "sums, {0} GiB, would not fit the GPU's {1} GiB)",
+                     wholeSums >> 30, hw.gpuMem >> 30));
+    return GradReduce::MicroBatch;
+  }
   std::string said;
   double best = 0;
   GradReduce chosen = GradReduce::MicroBatch;
