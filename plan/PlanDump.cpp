@@ -8,9 +8,6 @@
 
 namespace zinc::plan {
 
-static std::string tierName(int tier) {
-  return llvm::StringRef(Tier_Name(static_cast<Tier>(tier))).drop_front(5).lower();
-}
 static std::string roleName(int role) {
   return llvm::StringRef(Role_Name(static_cast<Role>(role))).drop_front(5).lower();
 }

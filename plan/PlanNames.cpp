@@ -1,6 +1,7 @@
-//===- PlanNames.cpp - How a plan's streams and quantities read in text ---===//
+//===- PlanNames.cpp - A plan's tiers, streams and quantities as text -----===//
 #include "zinc/plan/PlanNames.h"
 #include "Plan.pb.h"
+#include "zinc/support/Tier.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -11,6 +12,18 @@ std::string streamName(int stream) {
     return "stream " + std::to_string(stream);
   // STREAM_COMPUTE -> compute.
   return llvm::StringRef(Stream_Name(static_cast<Stream>(stream))).drop_front(7).lower();
+}
+
+// The plan numbers the tiers as MemoryTier does, so a tier is a cast.
+static_assert(TIER_GPU == static_cast<int>(MemoryTier::Gpu) &&
+                  TIER_CPU == static_cast<int>(MemoryTier::Cpu) &&
+                  TIER_NVME == static_cast<int>(MemoryTier::Nvme),
+              "Plan.proto's Tier and MemoryTier must number the tiers alike");
+
+std::string tierName(int tier) {
+  if (!Tier_IsValid(tier))
+    return "tier " + std::to_string(tier);
+  return zinc::tierName(static_cast<MemoryTier>(tier)).str();
 }
 
 std::string bytesText(double bytes) {

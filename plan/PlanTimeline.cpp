@@ -1,5 +1,6 @@
 //===- PlanTimeline.cpp - Predicted step as a summary and a Chrome trace --===//
 #include "zinc/plan/PlanTimeline.h"
+#include "zinc/plan/PlanNames.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
@@ -41,8 +42,8 @@ llvm::json::Value predictionSummary(const Prediction &prediction) {
 std::string planSummary(const Plan &plan, const Prediction &prediction) {
   std::string text;
   for (const TierInfo &t : plan.tiers()) {
-    const char *name = t.tier() == TIER_GPU ? "gpu" : t.tier() == TIER_CPU ? "cpu" : "nvme";
-    text += std::string(text.empty() ? "" : ", ") + name + " " + bytesText(t.peak());
+    text += std::string(text.empty() ? "" : ", ") + tierName(t.tier()) + " " +
+            bytesText(t.peak());
     if (t.capacity())
       text += " of " + bytesText(t.capacity());
   }

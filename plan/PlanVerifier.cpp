@@ -34,14 +34,6 @@ llvm::Error fail(const llvm::Twine &msg) {
   return makeError("plan verifier: " + msg);
 }
 
-std::string tierName(int tier) {
-  if (!Tier_IsValid(tier))
-    return "tier " + std::to_string(tier);
-  return llvm::StringRef(Tier_Name(static_cast<Tier>(tier)))
-      .drop_front(5)
-      .lower();
-}
-
 
 std::string range(uint64_t lo, uint64_t hi) {
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")";

@@ -128,20 +128,6 @@ static AttributeList convertAttributes(const plan::Instruction &inst) {
   return list;
 }
 
-static llvm::StringRef tierName(plan::Tier tier) {
-  switch (tier) {
-  case plan::TIER_GPU:
-    return "gpu";
-  case plan::TIER_CPU:
-    return "cpu";
-  case plan::TIER_NVME:
-    return "nvme";
-  default:
-    return "unknown";
-  }
-}
-
-
 namespace {
 /// A tier as the plan describes it, and how far its tensors reach.
 struct TierLayout {
@@ -246,7 +232,7 @@ llvm::Error Program::layOut(const LoadOptions &opts) {
                        llvm::Twine(info.tier()));
     TierLayout &l = tiers[info.tier()];
     if (l.described)
-      return makeError("corrupt plan: the " + tierName(info.tier()) +
+      return makeError("corrupt plan: the " + plan::tierName(info.tier()) +
                        " tier is described twice");
     l.described = true;
     l.capacity = info.capacity();
@@ -294,7 +280,7 @@ llvm::Error Program::layOut(const LoadOptions &opts) {
     if (t.offset() % l.alignment)
       return makeError(
           "corrupt plan: tensor '" + t.name() + "' starts at byte " +
-          llvm::Twine(t.offset()) + " of the " + tierName(t.tier()) +
+          llvm::Twine(t.offset()) + " of the " + plan::tierName(t.tier()) +
           " tier, not a multiple of its alignment " + llvm::Twine(l.alignment));
     l.used = true;
     l.reach = std::max(l.reach, t.offset() + place.extent);
@@ -302,7 +288,7 @@ llvm::Error Program::layOut(const LoadOptions &opts) {
 
   for (int tier = 0; tier < 3; ++tier) {
     TierLayout &l = tiers[tier];
-    llvm::StringRef name = tierName(static_cast<plan::Tier>(tier));
+    std::string name = plan::tierName(tier);
     if (!l.described)
       l.peak = l.reach; // hand-written plans may leave a tier undescribed
     if (l.capacity && l.peak > l.capacity)
@@ -325,13 +311,15 @@ llvm::Error Program::layOut(const LoadOptions &opts) {
   // The GPU arena is always there (the old single-tier plans), bounded by
   // the tier's capacity; the CPU arena holds the tier's peak.
   TierLayout &g = tiers[plan::TIER_GPU];
-  if (auto err = gpu.allocate(g.capacity ? g.capacity : g.peak, g.peak, "gpu"))
+  if (auto err = gpu.allocate(g.capacity ? g.capacity : g.peak, g.peak,
+                              plan::tierName(plan::TIER_GPU)))
     return err;
   TierLayout &c = tiers[plan::TIER_CPU];
   TierLayout &n = tiers[plan::TIER_NVME];
   // NVMe transfers go straight between CPU-tier tensors and the file.
   if (c.used)
-    if (auto err = cpu.allocate(c.peak, c.peak, "cpu", /*hugePages=*/n.used))
+    if (auto err = cpu.allocate(c.peak, c.peak, plan::tierName(plan::TIER_CPU),
+                                /*hugePages=*/n.used))
       return err;
   if (n.used) {
     if (n.alignment % kNvmeAlignment)
@@ -409,7 +397,7 @@ llvm::Error Program::layOutWorkspaces() {
     if (places[w.tensor()].tier != want)
       return makeError("corrupt plan: " + what + " '" +
                        plan.tensors(w.tensor()).name() + "' is in the " +
-                       tierName(places[w.tensor()].tier) + " tier");
+                       plan::tierName(places[w.tensor()].tier) + " tier");
     workspaces[w.stream()] = {static_cast<uint8_t *>(tensors[w.tensor()].data),
                               plan.tensors(w.tensor()).size_bytes()};
   }
@@ -497,8 +485,8 @@ llvm::Error Program::prepare() {
       plan::Tier from = places[src].tier, to = places[dst].tier;
       if (!copyAllowed(p.stream, from, to))
         return makeError(on + " copies tensor '" + s.name() + "' in the " +
-                         tierName(from) + " tier to tensor '" + d.name() +
-                         "' in the " + tierName(to) + " tier; the " +
+                         plan::tierName(from) + " tier to tensor '" + d.name() +
+                         "' in the " + plan::tierName(to) + " tier; the " +
                          streamName(p.stream) + " stream copies " +
                          allowedCopies(p.stream));
       p.kind = InstructionKind::Copy;
@@ -533,15 +521,17 @@ llvm::Error Program::prepare() {
       for (int id : inst.inputs())
         if (id >= 0 && places[id].tier != want)
           return makeError(on + " reads tensor '" + plan.tensors(id).name() +
-                           "' in the " + tierName(places[id].tier) + " tier" +
+                           "' in the " + plan::tierName(places[id].tier) +
+                           " tier" +
                            (want == plan::TIER_GPU ? " (missing prefetch?)"
                                                    : " (missing eviction?)"));
       for (int id : inst.outputs())
         if (id >= 0 && places[id].tier != want)
-          return makeError(
-              on + " writes tensor '" + plan.tensors(id).name() + "' in the " +
-              tierName(places[id].tier) + " tier; the " + streamName(p.stream) +
-              " stream works on " + tierName(want) + "-tier tensors");
+          return makeError(on + " writes tensor '" + plan.tensors(id).name() +
+                           "' in the " + plan::tierName(places[id].tier) +
+                           " tier; the " + streamName(p.stream) +
+                           " stream works on " + plan::tierName(want) +
+                           "-tier tensors");
       p.kernel = inst.domain().empty()     ? cpu::lookupKernel(inst.op())
                  : inst.domain() == "zinc" ? cpu::lookupZincKernel(inst.op())
                                            : nullptr;

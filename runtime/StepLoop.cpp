@@ -14,6 +14,7 @@
 #include "zinc/support/FiniteJson.h"
 #include "zinc/support/Float16.h"
 #include "zinc/support/OutputFile.h"
+#include "zinc/support/Tier.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -190,8 +191,9 @@ static llvm::json::Value metricsLine(const StepReport &r) {
       {"step", r.step},
       {"seconds", r.seconds},
       {"bytes", std::move(bytes)},
-      {"peak_bytes", llvm::json::Object{{"gpu", r.measuredGpuPeak},
-                                        {"cpu", r.measuredCpuPeak}}}};
+      {"peak_bytes",
+       llvm::json::Object{{tierName(MemoryTier::Gpu), r.measuredGpuPeak},
+                          {tierName(MemoryTier::Cpu), r.measuredCpuPeak}}}};
   line["loss"] = r.loss ? llvm::json::Value(*r.loss) : llvm::json::Value(nullptr);
   if (r.lr)
     line["lr"] = *r.lr;

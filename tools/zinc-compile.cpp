@@ -251,9 +251,10 @@ static Expected<zinc::OffloadPolicy> parsePolicy(StringRef flag, StringRef value
     return zinc::OffloadPolicy::Auto;
   if (value == "none")
     return zinc::OffloadPolicy::None;
-  if (value == "cpu")
+  auto tier = zinc::parseTierName(value);
+  if (tier == zinc::MemoryTier::Cpu)
     return zinc::OffloadPolicy::Cpu;
-  if (value == "nvme")
+  if (tier == zinc::MemoryTier::Nvme)
     return zinc::OffloadPolicy::Nvme;
   return zinc::makeError("--" + flag + " must be auto, none, cpu or nvme, not '" + value + "'");
 }

@@ -20,22 +20,6 @@ llvm::StringRef roleName(ValueRole r) {
   return "?";
 }
 
-llvm::StringRef tierName(Tier t) {
-  switch (t) {
-  case Tier::Gpu: return "gpu";
-  case Tier::Cpu: return "cpu";
-  case Tier::Nvme: return "nvme";
-  }
-  return "?";
-}
-
-llvm::Optional<Tier> parseTierName(llvm::StringRef name) {
-  for (Tier t : {Tier::Gpu, Tier::Cpu, Tier::Nvme})
-    if (tierName(t) == name)
-      return t;
-  return llvm::None;
-}
-
 llvm::StringRef streamName(Stream s) {
   switch (s) {
   case Stream::Compute: return "compute";

@@ -212,12 +212,16 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
   // What no packing could beat: the most bytes live at once. The rest of
   // the peak is fragmentation of the static layout.
   TierLayout layout = computeTierLayout(g);
-  auto tier = [&](uint64_t capacity, uint64_t peak, ir::Tier t) {
+  // The plan numbers its tiers as the IR does (plan/PlanNames.cpp).
+  auto tier = [&](ir::Tier t, uint64_t capacity) -> llvm::json::Object::KV {
+    uint64_t peak = peaks[static_cast<unsigned>(t)];
     uint64_t live = layout.liveBound[static_cast<unsigned>(t)];
-    return llvm::json::Object{{"capacity", capacity},
-                              {"peak", peak},
-                              {"live_bytes", live},
-                              {"fragmentation_bytes", peak > live ? peak - live : 0}};
+    return {ir::tierName(t),
+            llvm::json::Object{
+                {"capacity", capacity},
+                {"peak", peak},
+                {"live_bytes", live},
+                {"fragmentation_bytes", peak > live ? peak - live : 0}}};
   };
   return llvm::json::Object{
       {"model", llvm::json::Object{{"params", params},
@@ -237,9 +241,9 @@ llvm::json::Value buildCompileReport(const ir::Graph &g, const plan::Plan &p,
                                {"optimizer", optimizerBytes},
                                {"total", paramBytes + gradBytes + optimizerBytes},
                                {"model_state", modelStateBytes}}},
-           {"tiers", llvm::json::Object{{"gpu", tier(hw.gpuMem, peaks[plan::TIER_GPU], ir::Tier::Gpu)},
-                                        {"cpu", tier(hw.cpuMem, peaks[plan::TIER_CPU], ir::Tier::Cpu)},
-                                        {"nvme", tier(hw.nvmeMem, peaks[plan::TIER_NVME], ir::Tier::Nvme)}}}}},
+           {"tiers", llvm::json::Object{tier(ir::Tier::Gpu, hw.gpuMem),
+                                        tier(ir::Tier::Cpu, hw.cpuMem),
+                                        tier(ir::Tier::Nvme, hw.nvmeMem)}}}},
       {"placement", llvm::json::Object{{"optimizer_states", ir::tierName(config.optimizerTier)},
                                        {"parameters", ir::tierName(config.paramsTier)}}},
       {"tiling", tilingList(config.tiling)},

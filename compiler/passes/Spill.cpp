@@ -71,11 +71,10 @@ struct SpillTarget {
   ir::Stream out = ir::Stream::D2H;
   ir::Stream in = ir::Stream::H2D;
   bool mayRecompute = true;
-  const char *flag = "gpu";
 };
 constexpr SpillTarget kGpuSpill{};
 constexpr SpillTarget kCpuSpill{ir::Tier::Cpu, ir::Tier::Nvme, ir::Stream::Nvme,
-                                ir::Stream::Nvme, false, "cpu"};
+                                ir::Stream::Nvme, false};
 
 /// A stretch of snapshot indices over which a GPU activation is untouched:
 /// between its use at `lastUse` and its next at `nextUse`. Let go at an

@@ -12,6 +12,7 @@
 #include "zinc/support/DType.h"
 #include "zinc/support/OpEffects.h"
 #include "zinc/support/Sharding.h"
+#include "zinc/support/Tier.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ilist.h"
 #include "llvm/ADT/ilist_node.h"
@@ -47,10 +48,11 @@ enum class ValueRole {
 };
 llvm::StringRef roleName(ValueRole r);
 
-/// The memory a value lives in (its home, for persistent values).
-enum class Tier { Gpu, Cpu, Nvme };
-llvm::StringRef tierName(Tier t);
-llvm::Optional<Tier> parseTierName(llvm::StringRef name);
+/// The memory a value lives in (its home, for persistent values), named as
+/// everywhere else (zinc/support/Tier.h).
+using Tier = MemoryTier;
+using zinc::parseTierName;
+using zinc::tierName;
 
 /// The queue a node runs on. Compute is the GPU's kernels; Host runs on the
 /// CPU (optimizer updates of offloaded states); the others move bytes.

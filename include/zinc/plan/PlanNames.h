@@ -1,4 +1,4 @@
-//===- PlanNames.h - How a plan's streams and quantities read in text -----===//
+//===- PlanNames.h - A plan's tiers, streams and quantities as text -------===//
 #ifndef ZINC_PLAN_PLANNAMES_H
 #define ZINC_PLAN_PLANNAMES_H
 
@@ -11,6 +11,10 @@ namespace zinc::plan {
 /// number no stream has (a corrupt plan). Dumps, traces, diagnostics and
 /// the predicted timeline all name streams this way.
 std::string streamName(int stream);
+
+/// "gpu", "cpu", "nvme" (zinc/support/Tier.h); "tier N" for a number no
+/// tier has (a corrupt plan).
+std::string tierName(int tier);
 
 /// "256 B", "832.2 KiB", "1.35 MiB", "29.26 GiB", "1.59 TiB".
 std::string bytesText(double bytes);
