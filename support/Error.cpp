@@ -14,9 +14,16 @@ static void writeWholeLine(llvm::StringRef tool, llvm::StringRef kind,
   llvm::errs() << line;
 }
 
+char ContextualError::ID = 0;
+
 llvm::Error addContext(llvm::Error err, const llvm::Twine &context) {
   if (!err)
     return err;
+  if (err.isA<ContextualError>())
+    return llvm::handleErrors(std::move(err), [&](std::unique_ptr<ContextualError> e) {
+      e->prependContext(context);
+      return llvm::Error(std::move(e));
+    });
   std::string msg = llvm::toString(std::move(err));
   return makeError(context + ": " + msg);
 }

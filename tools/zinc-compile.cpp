@@ -5,6 +5,7 @@
 #include "zinc/passes/LossOutput.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PassManagerOptions.h"
+#include "zinc/planning/DoesNotFit.h"
 #include "zinc/plan/PlanSimulator.h"
 #include "zinc/plan/PlanTimeline.h"
 #include "zinc/plan/PlanVerifier.h"
@@ -296,7 +297,7 @@ static Error runWithBudgetRetry(zinc::passes::PassManager &pm,
     if (!err)
       return Error::success();
     unsigned divisor = ctx.memory.budgetDivisor;
-    if (!imported || !ctx.memory.gpuOverflowed ||
+    if (!imported || !zinc::planning::gpuDoesNotFit(err) ||
         divisor * 2 > zinc::MemoryOptions::kMaxBudgetDivisor)
       return err;
     consumeError(std::move(err));

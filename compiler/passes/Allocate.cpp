@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/Pass.h"
 #include "zinc/passes/TierLayout.h"
+#include "zinc/planning/DoesNotFit.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Size.h"
 
@@ -55,7 +56,7 @@ std::string busiestInstant(const ir::Graph &g, const TierLayout &layout, ir::Tie
   return os.str();
 }
 
-/// `fits`, when nonzero, is a capacity place checked the plan fits (the
+/// `fits`, when nonzero, is a capacity the planner checked the plan fits (the
 /// plan's own peak at this capacity may not: a larger capacity spills less).
 llvm::Error checkTier(const ir::Graph &g, const TierLayout &layout, ir::Tier tier,
                       uint64_t capacity, llvm::StringRef flag, uint64_t fits = 0,
@@ -64,25 +65,22 @@ llvm::Error checkTier(const ir::Graph &g, const TierLayout &layout, ir::Tier tie
   if (!capacity || peak <= capacity)
     return llvm::Error::success();
   uint64_t suggest = std::max(peak, fits);
-  return makeError("the plan needs " + llvm::Twine(peak) + " bytes (" + formatSize(peak) +
-                   ") of " + ir::tierName(tier) + " memory but the tier holds " +
-                   llvm::Twine(capacity) + " (" + formatSize(capacity) + "); use --" + flag +
-                   "=" + llvm::Twine(suggest) + " or more" +
-                   busiestInstant(g, layout, tier) + (why.empty() ? "" : "; ") + why);
+  return llvm::make_error<planning::DoesNotFit>(
+      tier, peak, capacity,
+      ("the plan needs " + llvm::Twine(peak) + " bytes (" + formatSize(peak) + ") of " +
+       ir::tierName(tier) + " memory but the tier holds " + llvm::Twine(capacity) + " (" +
+       formatSize(capacity) + "); use --" + flag + "=" + llvm::Twine(suggest) + " or more" +
+       busiestInstant(g, layout, tier) + (why.empty() ? "" : "; ") + why)
+          .str());
 }
 
 llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
   const MemoryOptions &mem = ctx.memory;
-  // When place kept the copy its search allocated, nothing changed since:
-  // that layout stands.
-  if (mem.placedThrough != MemoryOptions::Placed::Allocation || !ctx.layout)
-    ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
+  ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
   const TierLayout &layout = *ctx.layout;
   if (auto err = checkTier(g, layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem",
-                           mem.gpuCapacityThatFits, mem.untileable)) {
-    ctx.memory.gpuOverflowed = true;
+                           mem.gpuCapacityThatFits, mem.untileable))
     return err;
-  }
   if (auto err = checkTier(g, layout, ir::Tier::Cpu, mem.cpuCapacity, "cpu-mem"))
     return err;
   if (auto err = checkTier(g, layout, ir::Tier::Nvme, mem.nvmeCapacity, "nvme-mem"))

@@ -295,8 +295,6 @@ private:
 };
 
 llvm::Expected<bool> InsertTransfers::run(ir::Graph &g, PassContext &ctx) {
-  if (ctx.memory.placedThrough >= MemoryOptions::Placed::Transfers) // Done by place.
-    return false;
   size_t before = g.numNodes();
   size_t bucketed = bucketCollectives(g, ctx.memory.bucketBytes);
   Mover mover(g, ctx.memory, ctx.hardware);

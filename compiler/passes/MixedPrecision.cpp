@@ -17,7 +17,7 @@
 //    updates the scale.
 //
 // The copy is a State rather than a Cast at the start of every step because
-// it is the persistent tensor ZeRO moves: the place pass can keep the fp32
+// it is the persistent tensor ZeRO moves: the memory planner can keep the fp32
 // master and optimizer states on the host or NVMe next to the update while
 // only the 2-byte copy travels to the GPU.
 //

@@ -8,19 +8,56 @@
 
 namespace zinc::passes {
 
+/// Splits a pipeline at the commas outside braces.
+static llvm::SmallVector<llvm::StringRef, 8> splitPipeline(llvm::StringRef pipeline) {
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  int depth = 0;
+  size_t begin = 0;
+  for (size_t i = 0; i < pipeline.size(); ++i) {
+    char c = pipeline[i];
+    depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    if (c == ',' && depth == 0) {
+      parts.push_back(pipeline.slice(begin, i));
+      begin = i + 1;
+    }
+  }
+  parts.push_back(pipeline.substr(begin));
+  return parts;
+}
+
+/// "insert-transfers, spill" -> "insert-transfers,spill".
+static std::string withoutSpaces(llvm::StringRef pipeline) {
+  std::string text;
+  for (char c : pipeline)
+    if (!llvm::isSpace(c))
+      text += c;
+  return text;
+}
+
 llvm::Error PassManager::parsePipeline(llvm::StringRef pipeline) {
   if (pipeline.trim().empty())
     return llvm::Error::success();
-  llvm::SmallVector<llvm::StringRef, 8> names;
-  pipeline.split(names, ',');
   std::vector<std::unique_ptr<Pass>> parsed;
-  for (llvm::StringRef name : names) {
+  for (llvm::StringRef entry : splitPipeline(pipeline)) {
+    entry = entry.trim();
+    auto [name, nested] = entry.split('{');
     name = name.trim();
     if (name.empty())
       return makeError("empty pass name in pipeline '" + pipeline + "'");
     auto pass = createPass(name);
     if (!pass)
       return pass.takeError();
+    if (entry.contains('{')) {
+      if (!nested.endswith("}"))
+        return makeError("unbalanced braces after '" + name + "' in pipeline '" + pipeline + "'");
+      std::string given = withoutSpaces(nested.drop_back());
+      llvm::StringRef runs = (*pass)->getNestedPipeline();
+      if (given != runs)
+        return makeError("'" + name + "' runs " +
+                         (runs.empty() ? llvm::Twine("no passes of its own")
+                                       : "{" + runs + "}") +
+                         ", not {" + given + "}");
+    }
     parsed.push_back(std::move(*pass));
   }
   // All or nothing: a pipeline with a typo adds no passes.
@@ -37,13 +74,17 @@ void PassManager::addDefaultPipeline() {
 #define ZINC_PASS(ARGUMENT, CREATE)                                            \
   if (std::unique_ptr<Pass> pass = CREATE(); pass->isEnabled(ctx))              \
     addPass(std::move(pass));
+#define ZINC_NESTED_PASS(ARGUMENT, CREATE)
 #include "zinc/passes/Passes.def"
 }
 
 std::string PassManager::getPipeline() const {
   std::string text;
-  for (const auto &pass : passes)
+  for (const auto &pass : passes) {
     text += (text.empty() ? "" : ",") + pass->getArgument().str();
+    if (!pass->getNestedPipeline().empty())
+      text += "{" + pass->getNestedPipeline().str() + "}";
+  }
   return text;
 }
 
@@ -55,43 +96,13 @@ llvm::Error PassManager::setPrintAfter(llvm::ArrayRef<std::string> arguments) {
                        "' to print after; valid "
                        "passes: " +
                        listPassArguments());
-  printAfter.clear();
+  instrumentation.printAfter.clear();
   for (const std::string &arg : arguments)
-    printAfter.insert(arg);
+    instrumentation.printAfter.insert(arg);
   return llvm::Error::success();
 }
 
-bool PassManager::shouldPrintAfter(const Pass &p) const {
-  return printAfterAll || printAfter.count(p.getArgument());
-}
-
 namespace {
-/// Times each pass, and the verifier, when asked to; a no-op otherwise.
-/// The group outlives its timers, and printing resets them, so the report
-/// appears once, where the pass manager says.
-class PassTimers {
-public:
-  explicit PassTimers(bool enabled) {
-    if (enabled)
-      group = std::make_unique<llvm::TimerGroup>(
-          "zinc-passes", "zinc pass execution timing report");
-  }
-  llvm::Timer *add(llvm::StringRef name, llvm::StringRef description) {
-    if (!group)
-      return nullptr;
-    timers.push_back(std::make_unique<llvm::Timer>(name, description, *group));
-    return timers.back().get();
-  }
-  void print(llvm::raw_ostream &os) {
-    if (group)
-      group->print(os, /*ResetAfterPrint=*/true);
-  }
-
-private:
-  std::unique_ptr<llvm::TimerGroup> group;
-  std::vector<std::unique_ptr<llvm::Timer>> timers;
-};
-
 /// Starts a timer for one scope; tolerates a null timer.
 class TimeScope {
 public:
@@ -109,38 +120,69 @@ private:
 };
 } // namespace
 
-llvm::Error PassManager::run(ir::Graph &g) {
-  // Declared before the timers' users so the group dies last.
-  PassTimers timers(timePasses);
-  llvm::Timer *verifierTimer = timers.add("verifier", "(V) verifier");
-  auto runAll = [&]() -> llvm::Error {
-    for (const auto &pass : passes) {
-      std::string context = ("pass '" + pass->getArgument() + "'").str();
-      llvm::Timer *timer = timers.add(
-          pass->getArgument(),
-          (pass->getName() + " (" + pass->getArgument() + ")").str());
-      llvm::Expected<bool> changed = [&] {
-        TimeScope scope(timer);
-        return pass->run(g, ctx);
-      }();
-      if (!changed)
-        return addContext(changed.takeError(), context);
-      if (shouldPrintAfter(*pass)) {
-        *diagOS << "// -----// IR Dump After " << pass->getName() << " ("
-                << pass->getArgument() << ") //----- //\n";
-        ir::printGraph(g, *diagOS);
-        *diagOS << "\n";
-      }
-      if (verifyEach && *changed) {
-        TimeScope scope(verifierTimer);
-        if (llvm::Error err = ir::verifyGraph(g))
-          return addContext(std::move(err), "after " + context);
-      }
+llvm::Timer *PassInstrumentation::timerFor(const Pass &pass) {
+  if (!timePasses)
+    return nullptr;
+  if (!group)
+    group = std::make_unique<llvm::TimerGroup>("zinc-passes",
+                                               "zinc pass execution timing report");
+  std::unique_ptr<llvm::Timer> &timer = timers[pass.getArgument()];
+  if (!timer) {
+    std::string description = (pass.getName() + " (" + pass.getArgument() + ")").str();
+    if (!pass.getNestedPipeline().empty())
+      description += ", with the passes it runs";
+    timer = std::make_unique<llvm::Timer>(pass.getArgument(), description, *group);
+  }
+  return timer.get();
+}
+
+llvm::Error PassInstrumentation::run(Pass &pass, ir::Graph &g, PassContext &ctx) {
+  std::string context = ("pass '" + pass.getArgument() + "'").str();
+  llvm::Expected<bool> changed = [&] {
+    TimeScope scope(timerFor(pass));
+    return pass.run(g, ctx);
+  }();
+  if (!changed)
+    return addContext(changed.takeError(), context);
+  if (afterPass)
+    if (llvm::Error err = afterPass(pass, g))
+      return addContext(std::move(err), context);
+  if (printAfterAll || printAfter.count(pass.getArgument())) {
+    *diagOS << "// -----// IR Dump After " << pass.getName() << " (" << pass.getArgument()
+            << ") //----- //\n";
+    ir::printGraph(g, *diagOS);
+    *diagOS << "\n";
+  }
+  if (verifyEach && *changed) {
+    llvm::Timer *verifierTimer = nullptr;
+    if (timePasses) {
+      std::unique_ptr<llvm::Timer> &timer = timers["verifier"];
+      if (!timer)
+        timer = std::make_unique<llvm::Timer>("verifier", "(V) verifier", *group);
+      verifierTimer = timer.get();
     }
-    return llvm::Error::success();
-  };
-  llvm::Error err = runAll();
-  timers.print(*diagOS);
+    TimeScope scope(verifierTimer);
+    if (llvm::Error err = ir::verifyGraph(g))
+      return addContext(std::move(err), "after " + context);
+  }
+  return llvm::Error::success();
+}
+
+void PassInstrumentation::printTimers() {
+  if (group)
+    group->print(*diagOS, /*ResetAfterPrint=*/true);
+}
+
+llvm::Error PassManager::run(ir::Graph &g) {
+  // The passes this pipeline's passes run themselves see the same options.
+  PassInstrumentation *outer = ctx.instrumentation;
+  ctx.instrumentation = &instrumentation;
+  llvm::Error err = llvm::Error::success();
+  for (const auto &pass : passes)
+    if ((err = instrumentation.run(*pass, g, ctx)))
+      break;
+  ctx.instrumentation = outer;
+  instrumentation.printTimers();
   return err;
 }
 

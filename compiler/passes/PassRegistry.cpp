@@ -26,14 +26,16 @@ llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef argument) {
 }
 
 llvm::Error runPassesNamed(ir::Graph &g, PassContext &ctx,
-                           std::initializer_list<llvm::StringRef> names) {
+                           llvm::ArrayRef<llvm::StringRef> names) {
+  PassInstrumentation plain;
+  plain.verifyEach = false;
+  PassInstrumentation &instrumentation = ctx.instrumentation ? *ctx.instrumentation : plain;
   for (llvm::StringRef name : names) {
     auto pass = createPass(name);
     if (!pass)
       return pass.takeError();
-    auto changed = (*pass)->run(g, ctx);
-    if (!changed)
-      return changed.takeError();
+    if (llvm::Error err = instrumentation.run(**pass, g, ctx))
+      return err;
   }
   return llvm::Error::success();
 }

@@ -349,20 +349,15 @@ bool relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target) {
 }
 
 llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
-  MemoryOptions &mem = ctx.memory;
-  bool changed = false;
-  if (mem.placedThrough < MemoryOptions::Placed::Spills) // Else done by place.
-    changed = relieveTier(g, mem.gpuCapacity, kGpuSpill);
+  const MemoryOptions &mem = ctx.memory;
+  bool changed = relieveTier(g, mem.gpuCapacity, kGpuSpill);
   // What the CPU tier cannot hold (gradients waiting for the host update,
   // activations the GPU let go) waits on NVMe, when the plan has an NVMe
   // tier to put it in.
   if (mem.nvmeCapacity && (mem.optimizerTier == ir::Tier::Nvme ||
                            mem.paramsTier == ir::Tier::Nvme) &&
       relieveTier(g, mem.cpuCapacity, kCpuSpill)) {
-    // A layout place proved is of the graph before these copies.
-    if (mem.placedThrough > MemoryOptions::Placed::Spills)
-      mem.placedThrough = MemoryOptions::Placed::Spills;
-    ctx.layout.reset();
+    ctx.layout.reset(); // A layout proved before these copies.
     changed = true;
   }
   return changed;

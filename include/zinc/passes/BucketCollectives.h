@@ -7,7 +7,7 @@
 // together into one node over all their tensors, which the runtime issues
 // as one group (one NCCL launch; MPI requests in flight together), so the
 // latency is paid once per bucket. The simulation chooses the bucket size
-// (PrefetchSearch.cpp); `zinc-compile --bucket-bytes` overrides it.
+// (compiler/planning/SearchDriver.cpp); `zinc-compile --bucket-bytes` overrides it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_PASSES_BUCKETCOLLECTIVES_H

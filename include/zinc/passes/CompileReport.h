@@ -21,7 +21,7 @@ struct CompileConfig {
   /// --activation-checkpointing and what the checkpoint pass chose.
   std::string checkpointMode = "auto";
   CheckpointSummary checkpointing;
-  /// Homes the place pass chose.
+  /// Homes the memory planner chose.
   ir::Tier optimizerTier = ir::Tier::Gpu;
   ir::Tier paramsTier = ir::Tier::Gpu;
 };

@@ -9,7 +9,7 @@
 // (dX = dY W^T) waits for the weight to be gathered again. Running it first
 // fills the wait. The plan's predicted timeline says where compute waits;
 // the overlap search keeps a reordered plan only when the allocator proves
-// it and the simulation predicts it faster (PrefetchSearch.cpp).
+// it and the simulation predicts it faster (compiler/planning/SearchDriver.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZINC_PASSES_HOISTINTOSTALLS_H

@@ -9,7 +9,7 @@
 
 namespace zinc {
 
-/// --offload-optimizer / --offload-params. The place pass resolves Auto
+/// --offload-optimizer / --offload-params. The memory planner (plan-memory) resolves Auto
 /// (trying the candidates, cheapest predicted transfers first) into the
 /// concrete tiers below, so later passes only ever see concrete tiers.
 enum class OffloadPolicy { Auto, None, Cpu, Nvme };
@@ -63,13 +63,11 @@ struct CheckpointSummary {
 struct MemoryOptions {
   /// The tile and checkpoint passes aim for their operator's or the kept
   /// activations' share of the GPU tier: capacity / budgetDivisor, the rest
-  /// being for what else is live. When allocate still overflows the GPU,
+  /// being for what else is live. When allocate still finds the GPU overflowing (planning::DoesNotFit),
   /// zinc-compile compiles again with twice the divisor (more tiles, more
   /// recompute), up to kMaxBudgetDivisor.
   unsigned budgetDivisor = 2;
   static constexpr unsigned kMaxBudgetDivisor = 16;
-  /// Set by allocate when the GPU tier overflows.
-  bool gpuOverflowed = false;
   CheckpointMode checkpointMode = CheckpointMode::Auto;
   /// Set by the checkpoint pass.
   CheckpointSummary checkpointing;
@@ -84,10 +82,12 @@ struct MemoryOptions {
   /// What the user asked for (zinc-compile's flags).
   OffloadPolicy optimizerOffload = OffloadPolicy::None;
   OffloadPolicy paramsOffload = OffloadPolicy::None;
-  /// Set by place. Home of the optimizer states and fp32 master weights;
-  /// the optimizer update runs on the host when this is not the GPU.
+  /// The planner's decisions (planning::PlanConfig, applied here for the
+  /// passes to read). Home of the optimizer states and fp32 master
+  /// weights; the optimizer update runs on the host when this is not the
+  /// GPU.
   ir::Tier optimizerTier = ir::Tier::Gpu;
-  /// Set by place. Home of the weights the forward and backward passes read.
+  /// Home of the weights the forward and backward passes read.
   ir::Tier paramsTier = ir::Tier::Gpu;
   /// Capacities in bytes; 0 = unbounded.
   uint64_t gpuCapacity = 0;
@@ -104,8 +104,8 @@ struct MemoryOptions {
   bool prefetchCountsQueue = false;
   /// With prefetchLead: fetches from NVMe go ahead of the write-backs and
   /// host-bound state reads queued on that link (NvmeQueueOrder.h). It
-  /// holds those copies' CPU sources longer; place's lead search tries the
-  /// plans with and without it.
+  /// holds those copies' CPU sources longer; the planner's lead search
+  /// tries the plans with and without it.
   bool nvmeFetchesFirst = true;
   /// > 0: insert-transfers first merges collectives into buckets of at
   /// most this many bytes (BucketCollectives.h); 0: one tensor each.
@@ -117,26 +117,19 @@ struct MemoryOptions {
   /// chosen plan's predicted waits (HoistIntoStalls.h); --reorder-compute=false
   /// turns it off.
   bool hoistIntoStalls = true;
-  /// Set by place: compute nodes it moved so.
-  size_t hoistedNodes = 0;
-  /// place chooses prefetchLead by simulating the plans it allows (the
+  /// The planner chooses prefetchLead by simulating the plans it allows (the
   /// default of zinc-compile without --prefetch-distance).
   bool searchPrefetchLead = false;
   /// --dpu: the host update of step i overlaps the forward and backward of
-  /// step i+1 (DelayedUpdate.h); place applies it with the homes.
+  /// step i+1 (DelayedUpdate.h); the planner applies it with the homes.
   bool delayUpdates = false;
   /// --dpu-updates: where the delayed updates go (DelayedUpdate.h); Auto:
-  /// place simulates both and keeps the faster.
+  /// the planner simulates both and keeps the faster.
   DelayedUpdatePlacement delayedUpdatePlacement = DelayedUpdatePlacement::Auto;
   /// With delayUpdates: spread the updates over the step rather than start
-  /// it with them (what place chose or was told).
+  /// it with them (what the planner chose or was told).
   bool spreadDelayedUpdates = false;
-  /// Set by place: how far its search already carried the graph it kept.
-  /// The passes up to that point then have nothing to do (and allocate's
-  /// layout is in PassContext::layout).
-  enum class Placed { Homes, Transfers, Spills, Allocation };
-  Placed placedThrough = Placed::Homes;
-  /// Set by place when no placement fits the GPU: a capacity it checked
+  /// Set by the planner when no placement fits the GPU: a capacity it checked
   /// does fit, for allocate's diagnostic to name (0: none was found).
   uint64_t gpuCapacityThatFits = 0;
 };

@@ -14,6 +14,8 @@
 
 namespace zinc::passes {
 
+class PassInstrumentation;
+
 /// What a pass may need besides the graph: the options of the whole
 /// compilation (hardware description, budgets, ZeRO stage...). It grows
 /// with the passes that read it.
@@ -45,6 +47,10 @@ struct PassContext {
   /// Receives one-line notes for the user (the placement chosen); may be
   /// empty.
   std::function<void(const llvm::Twine &)> note;
+  /// The verifier, dumps and timers of the pass manager running the
+  /// pipeline, for the passes a pass runs itself (runPassesNamed:
+  /// plan-memory's trials); null outside one.
+  PassInstrumentation *instrumentation = nullptr;
 };
 
 /// A transformation of the graph. Passes are created through Passes.def,
@@ -63,9 +69,14 @@ public:
   /// (build-training only in train mode, mixed-precision only below fp32).
   /// A pipeline written out by hand runs every pass it names.
   virtual bool isEnabled(const PassContext &) const { return true; }
+  /// The passes this one runs itself, as a pipeline ("insert-transfers,
+  /// spill,allocate" for plan-memory): --print-pipeline shows them in
+  /// braces after its name. Empty for a pass that runs none.
+  virtual llvm::StringRef getNestedPipeline() const { return ""; }
 };
 
 /// The factory of each pass listed in Passes.def.
+#define ZINC_NESTED_PASS(ARGUMENT, CREATE) std::unique_ptr<Pass> CREATE();
 #define ZINC_PASS(ARGUMENT, CREATE) std::unique_ptr<Pass> CREATE();
 #include "zinc/passes/Passes.def"
 

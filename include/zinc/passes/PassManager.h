@@ -10,7 +10,9 @@
 #define ZINC_PASSES_PASSMANAGER_H
 
 #include "zinc/passes/Pass.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Timer.h"
 #include "llvm/Support/raw_ostream.h"
 #include <memory>
 #include <string>
@@ -34,17 +36,51 @@ std::string listPassArguments();
 /// Creates the pass whose argument is `argument`; an error naming the valid
 /// ones when there is none.
 llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef argument);
-/// Runs the passes named, in order, on `g` (a pass driving others: place's
-/// trials); the first error stops it.
+/// Runs the passes named, in order, on `g` (a pass driving others:
+/// plan-memory's trials), with the instrumentation of the pass manager
+/// running the caller (ctx.instrumentation) when there is one; the first
+/// error stops it, named by its pass.
 llvm::Error runPassesNamed(ir::Graph &g, PassContext &ctx,
-                           std::initializer_list<llvm::StringRef> names);
+                           llvm::ArrayRef<llvm::StringRef> names);
+
+/// How a pass manager runs each pass: the verifier after a pass that
+/// changed the graph, dumps after chosen passes, and one timer per pass
+/// argument. The passes a pass runs itself (runPassesNamed) share it, so
+/// the same options reach them and each timer sums every run of its pass.
+class PassInstrumentation {
+public:
+  /// Runs `pass` on `g`: its error, or the verifier's after it, names
+  /// the pass.
+  llvm::Error run(Pass &pass, ir::Graph &g, PassContext &ctx);
+  /// Prints the timing report (when timing) and resets the timers.
+  void printTimers();
+
+  bool verifyEach = kVerifyEachByDefault;
+  bool printAfterAll = false;
+  llvm::StringSet<> printAfter;
+  bool timePasses = false;
+  llvm::raw_ostream *diagOS = &llvm::errs();
+  /// Called after each pass that succeeded, before the verifier; its error
+  /// stops the run as the pass's own would (a test's fault injection, a
+  /// bisection tool). Empty by default.
+  std::function<llvm::Error(const Pass &, ir::Graph &)> afterPass;
+
+private:
+  llvm::Timer *timerFor(const Pass &pass);
+
+  std::unique_ptr<llvm::TimerGroup> group;
+  llvm::StringMap<std::unique_ptr<llvm::Timer>> timers;
+};
 
 class PassManager {
 public:
   explicit PassManager(PassContext &ctx) : ctx(ctx) {}
 
   /// Appends the passes of a comma-separated pipeline ("dce,dce"); an
-  /// unknown name is an error that lists the valid ones.
+  /// unknown name is an error that lists the valid ones. A pass that runs
+  /// others may be followed by them in braces, as getPipeline writes it
+  /// ("plan-memory{insert-transfers,spill,allocate}"); they must be the
+  /// ones it runs.
   llvm::Error parsePipeline(llvm::StringRef pipeline);
   void addPass(std::unique_ptr<Pass> pass);
   /// Appends zinc-compile's pipeline: every pass of Passes.def, in its
@@ -55,18 +91,18 @@ public:
   size_t size() const { return passes.size(); }
 
   /// Runs the verifier after every pass that reports a change.
-  void setVerifyEach(bool enable) { verifyEach = enable; }
-  bool getVerifyEach() const { return verifyEach; }
+  void setVerifyEach(bool enable) { instrumentation.verifyEach = enable; }
+  bool getVerifyEach() const { return instrumentation.verifyEach; }
   /// Dumps the graph after every pass.
-  void setPrintAfterAll(bool enable) { printAfterAll = enable; }
+  void setPrintAfterAll(bool enable) { instrumentation.printAfterAll = enable; }
   /// Dumps the graph after the passes with these arguments; an unknown
   /// argument is an error that lists the valid ones.
   llvm::Error setPrintAfter(llvm::ArrayRef<std::string> arguments);
   /// Times each pass and prints the report once the pipeline has run.
-  void setTimePasses(bool enable) { timePasses = enable; }
-  bool getTimePasses() const { return timePasses; }
+  void setTimePasses(bool enable) { instrumentation.timePasses = enable; }
+  bool getTimePasses() const { return instrumentation.timePasses; }
   /// Where dumps and the timing report go.
-  void setDiagnosticStream(llvm::raw_ostream &os) { diagOS = &os; }
+  void setDiagnosticStream(llvm::raw_ostream &os) { instrumentation.diagOS = &os; }
 
   /// Runs the pipeline in order. A pass's error, or a verifier failure
   /// after it, stops the pipeline and names the pass. A pass's dump is
@@ -74,15 +110,9 @@ public:
   llvm::Error run(ir::Graph &g);
 
 private:
-  bool shouldPrintAfter(const Pass &p) const;
-
   PassContext &ctx;
   std::vector<std::unique_ptr<Pass>> passes;
-  bool verifyEach = kVerifyEachByDefault;
-  bool printAfterAll = false;
-  llvm::StringSet<> printAfter;
-  bool timePasses = false;
-  llvm::raw_ostream *diagOS = &llvm::errs();
+  PassInstrumentation instrumentation;
 };
 
 } // namespace zinc::passes

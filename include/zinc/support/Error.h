@@ -18,7 +18,17 @@ inline llvm::Error makeError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-/// Prefixes the message of `err` with `context + ": "` (a file, a node).
+/// An error a caller tells apart by its type (the planner's "does not fit"),
+/// whose message still takes the context the layers above add: addContext
+/// prefixes it in place instead of flattening it into a string.
+class ContextualError : public llvm::ErrorInfo<ContextualError> {
+public:
+  static char ID;
+  virtual void prependContext(const llvm::Twine &context) = 0;
+};
+
+/// Prefixes the message of `err` with `context + ": "` (a file, a node). A
+/// ContextualError keeps its type.
 llvm::Error addContext(llvm::Error err, const llvm::Twine &context);
 
 /// These print each diagnostic with a single write, so lines from ranks

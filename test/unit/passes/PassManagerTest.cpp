@@ -81,7 +81,7 @@ TEST(PassManager, UnknownPassListsTheValidOnes) {
             "unknown pass 'tile-everything'; valid passes: fuse-gelu, fuse-silu, fuse-swiglu, fuse-rms-norm, fuse-rotary, fuse-attention, tile, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fold-scale, fuse-bias, triangular-products, concat-in-place, dce, "
             "checkpoint, partition, accumulate-gradients, clip-grad-norm, schedule, "
-            "place, insert-transfers, spill, allocate");
+            "plan-memory, insert-transfers, spill, allocate");
   EXPECT_EQ(pm.size(), 0u) << "a bad pipeline adds nothing";
   EXPECT_EQ(message(pm.parsePipeline("dce,,dce")),
             "empty pass name in pipeline 'dce,,dce'");
@@ -211,7 +211,7 @@ TEST(PassManager, PrintAfterRejectsUnknownPasses) {
             "unknown pass 'nope' to print after; valid passes: fuse-gelu, fuse-silu, fuse-swiglu, fuse-rms-norm, fuse-rotary, fuse-attention, tile, build-training, "
             "inference-dropout, inference-form, mixed-precision, fold-transposes, sum-before-split, fuse-masked-softmax, fold-scale, fuse-bias, triangular-products, concat-in-place, dce, "
             "checkpoint, partition, accumulate-gradients, clip-grad-norm, schedule, "
-            "place, insert-transfers, spill, allocate");
+            "plan-memory, insert-transfers, spill, allocate");
 }
 
 TEST(PassManager, DumpComesBeforeTheVerifierFailure) {
@@ -272,3 +272,63 @@ TEST(OptDriver, VerifiesTheInput) {
 }
 
 } // namespace
+
+/// Runs dce itself, as plan-memory runs its trials' passes.
+class RunsDcePass : public Pass {
+public:
+  llvm::StringRef getName() const override { return "Runs DCE"; }
+  llvm::StringRef getArgument() const override { return "runs-dce"; }
+  llvm::StringRef getNestedPipeline() const override { return "dce"; }
+  llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override {
+    if (llvm::Error err = runPassesNamed(g, ctx, {"dce"}))
+      return std::move(err);
+    return true;
+  }
+};
+
+TEST(PassManager, NestedRunsShareTheDumpsAndTheirErrorsNameTheirPass) {
+  auto g = parse(kGraph);
+  ASSERT_TRUE(g);
+  PassContext ctx;
+  PassManager pm(ctx);
+  std::string dump;
+  llvm::raw_string_ostream os(dump);
+  pm.setDiagnosticStream(os);
+  ASSERT_FALSE(pm.setPrintAfter({"dce"}));
+  pm.addPass(std::make_unique<RunsDcePass>());
+  ASSERT_FALSE(pm.run(*g));
+  EXPECT_EQ(llvm::StringRef(os.str()).count("IR Dump After Dead Code Elimination (dce)"), 1u)
+      << "--print-after reaches the passes a pass runs itself";
+  EXPECT_EQ(ctx.instrumentation, nullptr) << "the pass manager's own, only while it runs";
+  EXPECT_EQ(pm.getPipeline(), "runs-dce{dce}");
+}
+
+TEST(PassManager, NestedRunsAreTimedUnderTheirOwnPass) {
+  auto g = parse(kGraph);
+  ASSERT_TRUE(g);
+  PassContext ctx;
+  PassManager pm(ctx);
+  std::string report;
+  llvm::raw_string_ostream os(report);
+  pm.setDiagnosticStream(os);
+  pm.setTimePasses(true);
+  pm.addPass(std::make_unique<RunsDcePass>());
+  ASSERT_FALSE(pm.run(*g));
+  EXPECT_NE(os.str().find("Dead Code Elimination (dce)"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("Runs DCE (runs-dce), with the passes it runs"), std::string::npos)
+      << os.str();
+}
+
+TEST(PassManager, ParsesThePipelineItPrints) {
+  PassContext ctx;
+  PassManager pm(ctx);
+  EXPECT_EQ(message(pm.parsePipeline("dce, plan-memory{insert-transfers, spill, allocate}")),
+            "ok");
+  EXPECT_EQ(pm.getPipeline(), "dce,plan-memory{insert-transfers,spill,allocate}");
+  EXPECT_EQ(message(pm.parsePipeline("plan-memory{spill,allocate}")),
+            "'plan-memory' runs {insert-transfers,spill,allocate}, not {spill,allocate}");
+  EXPECT_EQ(message(pm.parsePipeline("dce{dce}")), "'dce' runs no passes of its own, not {dce}");
+  EXPECT_EQ(message(pm.parsePipeline("plan-memory{insert-transfers")),
+            "unbalanced braces after 'plan-memory' in pipeline 'plan-memory{insert-transfers'");
+  EXPECT_EQ(pm.size(), 2u) << "bad pipelines add nothing";
+}

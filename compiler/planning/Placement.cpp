@@ -1,8 +1,8 @@
-//===- Place.cpp - place: the home tier of every persistent tensor --------===//
+//===- Placement.cpp - The home tier of every persistent tensor -----------===//
 //
 // The placement policy, separate from the allocator (as XLA separates
-// memory-space assignment from its heap simulator): an `auto` policy first
-// chooses concrete tiers (PlacementSearch.cpp), then the placement is applied
+// memory-space assignment from its heap simulator): the search
+// (SearchDriver.cpp) chooses concrete tiers, then the placement is applied
 // here. Optimizer states and fp32 master weights live where --offload-optimizer
 // says, and their update runs on the host when that is not the GPU; the
 // weights the forward and backward passes read live where --offload-params
@@ -12,26 +12,16 @@
 // needs into the tier it runs in.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/planning/Placement.h"
 #include "zinc/passes/DelayedUpdate.h"
 #include "zinc/passes/OptimizerOps.h"
-#include "zinc/passes/Pass.h"
-#include "zinc/passes/PlacementSearch.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
-namespace zinc::passes {
+namespace zinc::planning {
 namespace {
-
-class Place : public Pass {
-public:
-  llvm::StringRef getName() const override { return "Place Tensors in Tiers"; }
-  llvm::StringRef getArgument() const override { return "place"; }
-  llvm::Expected<bool> run(ir::Graph &g, PassContext &ctx) override {
-    return choosePlacement(g, ctx);
-  }
-};
 
 /// The distinct nodes reading `v`, in the order of its use list. A set, not
 /// a search of the list so far: the loss-scaling flags have a use for
@@ -182,7 +172,7 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
     bool spread = mem.delayedUpdatePlacement == DelayedUpdatePlacement::Auto
                       ? mem.spreadDelayedUpdates
                       : mem.delayedUpdatePlacement == DelayedUpdatePlacement::Spread;
-    if (auto err = delayUpdates(g, spread ? DelayedUpdatePlacement::Spread
+    if (auto err = passes::delayUpdates(g, spread ? DelayedUpdatePlacement::Spread
                                           : DelayedUpdatePlacement::AtStart))
       return err;
     changed = true;
@@ -190,6 +180,4 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
   return changed || mem.optimizerTier != ir::Tier::Gpu;
 }
 
-std::unique_ptr<Pass> createPlacePass() { return std::make_unique<Place>(); }
-
-} // namespace zinc::passes
+} // namespace zinc::planning

@@ -1,0 +1,62 @@
+//===- Lowering.cpp - One configuration through the memory passes ---------===//
+#include "zinc/planning/Lowering.h"
+#include "zinc/passes/EmitPlan.h"
+#include "zinc/passes/PassManager.h"
+#include "zinc/planning/DoesNotFit.h"
+
+namespace zinc::planning {
+
+llvm::Expected<std::shared_ptr<const TierLayout>>
+runMemoryPasses(ir::Graph &g, const PlanConfig &config, const PassContext &base,
+                llvm::ArrayRef<llvm::StringRef> passes) {
+  PassContext trial = base;
+  config.applyTo(trial.memory);
+  trial.layout.reset();
+  if (llvm::Error err = passes::runPassesNamed(g, trial, passes))
+    return std::move(err);
+  return std::move(trial.layout);
+}
+
+llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g, const TierLayout &layout,
+                                             const PassContext &ctx) {
+  EmitOptions opts;
+  opts.mode = "train";
+  opts.layout = &layout;
+  opts.gpuCapacity = ctx.memory.gpuCapacity;
+  opts.cpuCapacity = ctx.memory.cpuCapacity;
+  opts.nvmeCapacity = ctx.memory.nvmeCapacity;
+  opts.gradAccum = static_cast<unsigned>(ctx.training.gradAccum);
+  // The plan is only simulated, so it lives on an arena: its messages and
+  // strings go at once, not one by one.
+  google::protobuf::ArenaOptions arenaOptions;
+  arenaOptions.start_block_size = 64 << 10;
+  arenaOptions.max_block_size = 4 << 20;
+  google::protobuf::Arena arena(arenaOptions);
+  auto *plan = google::protobuf::Arena::CreateMessage<plan::Plan>(&arena);
+  if (llvm::Error err = emitPlanInto(g, opts, *plan))
+    return std::move(err);
+  return plan::simulatePlan(*plan, *ctx.hardware);
+}
+
+llvm::Expected<llvm::Optional<Candidate>> lowerCandidate(const ir::Graph &homed,
+                                                         const PlanConfig &config,
+                                                         const PassContext &base) {
+  Candidate candidate;
+  candidate.config = config;
+  candidate.graph = homed.clone();
+  auto layout = runMemoryPasses(*candidate.graph, config, base, kMemoryPasses);
+  if (!layout) {
+    auto fits = fitsUnlessFailed(layout.takeError());
+    if (!fits)
+      return fits.takeError();
+    return llvm::None;
+  }
+  candidate.layout = std::move(*layout);
+  auto predicted = predictStep(*candidate.graph, *candidate.layout, base);
+  if (!predicted)
+    return predicted.takeError();
+  candidate.predicted = std::move(*predicted);
+  return std::move(candidate);
+}
+
+} // namespace zinc::planning

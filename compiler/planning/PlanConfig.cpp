@@ -1,0 +1,37 @@
+//===- PlanConfig.cpp - The memory planner's request and decisions --------===//
+#include "zinc/planning/PlanConfig.h"
+#include "zinc/passes/OptimizerOps.h"
+
+namespace zinc::planning {
+
+PlanRequest PlanRequest::of(const ir::Graph &g, const PassContext &ctx) {
+  const MemoryOptions &mem = ctx.memory;
+  PlanRequest request;
+  request.training =
+      llvm::any_of(g.nodes(), [](const ir::Node *n) { return isOptimizerNode(*n); });
+  request.optimizerOffload = request.training ? mem.optimizerOffload : OffloadPolicy::None;
+  request.paramsOffload = mem.paramsOffload;
+  request.prefetchDistance = mem.prefetchDistance;
+  request.searchLead = mem.searchPrefetchLead && ctx.hardware;
+  if (mem.bucketBytesFixed)
+    request.bucketBytes = mem.bucketBytes;
+  request.hoistIntoStalls = mem.hoistIntoStalls;
+  request.delayUpdates = mem.delayUpdates;
+  request.delayedUpdates = mem.delayedUpdatePlacement;
+  request.ranks = g.ranks;
+  request.hardware = ctx.hardware;
+  return request;
+}
+
+void PlanConfig::applyTo(MemoryOptions &mem) const {
+  mem.optimizerTier = optimizerTier;
+  mem.paramsTier = paramsTier;
+  mem.spreadDelayedUpdates = spreadDelayedUpdates;
+  mem.prefetchDistance = prefetchDistance;
+  mem.prefetchLead = prefetchLead;
+  mem.prefetchCountsQueue = prefetchCountsQueue;
+  mem.nvmeFetchesFirst = nvmeFetchesFirst;
+  mem.bucketBytes = bucketBytes;
+}
+
+} // namespace zinc::planning

@@ -1,0 +1,175 @@
+//===- SearchDriverTest.cpp - The memory planner's search and its errors --===//
+//
+// A chain of MatMul + Tanh layers with its weights and Adam's states on
+// NVMe: how far ahead weights are prefetched changes what fits, so the
+// search lowers several configurations. The pass instrumentation's
+// afterPass hook stands in for a pass that fails inside one of them.
+//
+//===----------------------------------------------------------------------===//
+#include "zinc/planning/SearchDriver.h"
+#include "zinc/ir/Parser.h"
+#include "zinc/passes/PassManager.h"
+#include "zinc/planning/DoesNotFit.h"
+#include "zinc/support/Error.h"
+#include "zinc/support/Hardware.h"
+#include "gtest/gtest.h"
+#include <map>
+
+using namespace zinc;
+using namespace zinc::passes;
+
+namespace {
+
+std::string chainText(int layers) {
+  std::string text = "graph \"chain\" {\n  input %x : f32[8,64]\n";
+  for (int i = 0; i < layers; ++i)
+    text += "  param %w" + std::to_string(i) + " : f32[64,64] init \"w" + std::to_string(i) +
+            "\"\n";
+  std::string prev = "%x";
+  for (int i = 0; i < layers; ++i) {
+    std::string m = "%m" + std::to_string(i), a = "%a" + std::to_string(i);
+    text += "  " + m + " : f32[8,64] = MatMul(" + prev + ", %w" + std::to_string(i) + ")\n";
+    text += "  " + a + " : f32[8,64] = Tanh(" + m + ")\n";
+    prev = a;
+  }
+  text += "  %loss : f32[] = ReduceMean(" + prev + ") {keepdims = 0 : int}\n";
+  text += "  output %loss\n}\n";
+  return text;
+}
+
+struct Planning {
+  Hardware hw;
+  PassContext ctx;
+  std::unique_ptr<ir::Graph> graph;
+  std::vector<std::string> notes;
+  /// How many times each pass ran, trials included.
+  std::map<std::string, int> runs;
+  PassInstrumentation instrumentation;
+};
+
+/// The chain, trained with Adam, scheduled, ready for plan-memory: states
+/// and weights on NVMe, prefetches timed on a V100 description, `gpu`
+/// bytes of GPU memory.
+std::unique_ptr<Planning> scheduledChain(uint64_t gpu) {
+  auto p = std::make_unique<Planning>();
+  auto hw = loadHardware("dgx2-v100");
+  if (!hw) {
+    ADD_FAILURE() << llvm::toString(hw.takeError());
+    return nullptr;
+  }
+  p->hw = *hw;
+  auto g = ir::parseGraph(chainText(12), "chain.zir");
+  if (!g) {
+    ADD_FAILURE() << llvm::toString(g.takeError());
+    return nullptr;
+  }
+  p->graph = std::move(*g);
+  PassContext &ctx = p->ctx;
+  ctx.training.optimizer = OptimizerKind::Adam;
+  ctx.hardware = &p->hw;
+  ctx.memory.tileMode = TileMode::None;
+  ctx.memory.checkpointMode = CheckpointMode::None;
+  ctx.memory.gpuCapacity = gpu;
+  ctx.memory.cpuCapacity = p->hw.cpuMem;
+  ctx.memory.nvmeCapacity = uint64_t(1) << 40;
+  ctx.memory.optimizerOffload = OffloadPolicy::Nvme;
+  ctx.memory.paramsOffload = OffloadPolicy::Nvme;
+  ctx.memory.searchPrefetchLead = true;
+  PassManager pm(ctx);
+  if (llvm::Error err = pm.parsePipeline("build-training,dce,schedule")) {
+    ADD_FAILURE() << llvm::toString(std::move(err));
+    return nullptr;
+  }
+  if (llvm::Error err = pm.run(*p->graph)) {
+    ADD_FAILURE() << llvm::toString(std::move(err));
+    return nullptr;
+  }
+  ctx.note = [raw = p.get()](const llvm::Twine &msg) { raw->notes.push_back(msg.str()); };
+  p->instrumentation.verifyEach = true;
+  p->instrumentation.afterPass = [raw = p.get()](const Pass &pass, ir::Graph &) {
+    ++raw->runs[pass.getArgument().str()];
+    return llvm::Error::success();
+  };
+  ctx.instrumentation = &p->instrumentation;
+  return p;
+}
+
+TEST(SearchDriver, KeepsAPlanThatFitsAndSaysHowItIsTimed) {
+  auto p = scheduledChain(256 << 10);
+  ASSERT_TRUE(p);
+  ASSERT_FALSE(planning::planMemory(*p->graph, p->ctx));
+  ASSERT_TRUE(p->ctx.layout);
+  EXPECT_LE(p->ctx.layout->peak[static_cast<unsigned>(ir::Tier::Gpu)], 256u << 10);
+  EXPECT_EQ(p->ctx.memory.optimizerTier, ir::Tier::Nvme);
+  EXPECT_GT(p->ctx.memory.prefetchLead, 0) << "the lead the simulation chose";
+  ASSERT_EQ(p->notes.size(), 1u);
+  EXPECT_NE(p->notes[0].find("each transfer's time ahead"), std::string::npos) << p->notes[0];
+  EXPECT_GT(p->runs["allocate"], 1) << "several configurations were lowered";
+  EXPECT_EQ(p->runs["insert-transfers"], p->runs["spill"]);
+}
+
+TEST(SearchDriver, ATrialThatFailsOtherwiseStopsTheSearchWithItsDiagnostic) {
+  auto p = scheduledChain(256 << 10);
+  ASSERT_TRUE(p);
+  // The second configuration's spill fails as a bug in a pass would.
+  int spills = 0;
+  p->instrumentation.afterPass = [&](const Pass &pass, ir::Graph &) -> llvm::Error {
+    if (pass.getArgument() == "spill" && ++spills == 2)
+      return makeError("node 'm3' (MatMul): spill lost a copy");
+    return llvm::Error::success();
+  };
+  llvm::Error err = planning::planMemory(*p->graph, p->ctx);
+  ASSERT_TRUE(bool(err));
+  EXPECT_FALSE(err.isA<planning::DoesNotFit>());
+  EXPECT_EQ(llvm::toString(std::move(err)), "pass 'spill': node 'm3' (MatMul): spill lost a copy");
+  EXPECT_EQ(spills, 2) << "no configuration is lowered after the failure";
+}
+
+TEST(SearchDriver, AConfigurationThatDoesNotFitIsSkipped) {
+  auto p = scheduledChain(256 << 10);
+  ASSERT_TRUE(p);
+  // Every configuration after the first overflows the GPU: the first is
+  // the plan, however much faster the others would have been.
+  int allocations = 0;
+  p->instrumentation.afterPass = [&](const Pass &pass, ir::Graph &) -> llvm::Error {
+    if (pass.getArgument() == "allocate" && ++allocations > 1)
+      return llvm::make_error<planning::DoesNotFit>(ir::Tier::Gpu, 2, 1, "too big");
+    return llvm::Error::success();
+  };
+  ASSERT_FALSE(planning::planMemory(*p->graph, p->ctx));
+  EXPECT_EQ(p->ctx.memory.prefetchLead, 1) << "the first lead tried";
+  EXPECT_TRUE(p->ctx.memory.prefetchCountsQueue) << "the first family tried";
+  EXPECT_FALSE(p->ctx.memory.nvmeFetchesFirst) << "the first queue order tried";
+}
+
+TEST(SearchDriver, NothingFitsNamesACapacityThatDoes) {
+  auto p = scheduledChain(16 << 10);
+  ASSERT_TRUE(p);
+  llvm::Error err = planning::planMemory(*p->graph, p->ctx);
+  ASSERT_TRUE(err.isA<planning::DoesNotFit>());
+  uint64_t suggested = 0;
+  llvm::handleAllErrors(std::move(err), [&](const planning::DoesNotFit &e) {
+    EXPECT_EQ(e.tier, ir::Tier::Gpu);
+    std::string message = e.message;
+    size_t at = message.find("--gpu-mem=");
+    ASSERT_NE(at, std::string::npos) << message;
+    suggested = std::stoull(message.substr(at + 10));
+  });
+  auto again = scheduledChain(suggested);
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(planning::planMemory(*again->graph, again->ctx))
+      << "the capacity named fits: " << suggested;
+}
+
+TEST(SearchDriver, AddContextKeepsDoesNotFitsType) {
+  llvm::Error err = addContext(
+      llvm::make_error<planning::DoesNotFit>(ir::Tier::Cpu, 2, 1, "needs 2"), "model.onnx");
+  ASSERT_TRUE(err.isA<planning::DoesNotFit>());
+  EXPECT_FALSE(planning::gpuDoesNotFit(err)) << "a CPU overflow is not the GPU's";
+  EXPECT_EQ(llvm::toString(std::move(err)), "model.onnx: needs 2");
+  llvm::Error gpu = llvm::make_error<planning::DoesNotFit>(ir::Tier::Gpu, 2, 1, "needs 2");
+  EXPECT_TRUE(planning::gpuDoesNotFit(gpu));
+  EXPECT_EQ(llvm::toString(std::move(gpu)), "needs 2");
+}
+
+} // namespace
