@@ -158,10 +158,10 @@ struct TensorPlace {
 /// load(); nothing after.
 class Program {
 public:
-  /// Reads and checks the plan (the load-time checks, then the plan
-  /// verifier: a plan from a file is refused unless it verifies), lays out
-  /// the tiers, prepares instructions and loads every initializer into its
-  /// home tier.
+  /// Reads and checks the plan (what this run and this machine need of it:
+  /// paths, ranks, host memory, an NVMe directory; then the plan verifier:
+  /// a plan from a file is refused unless it verifies), lays out the tiers,
+  /// prepares instructions and loads every initializer into its home tier.
   static llvm::Expected<std::unique_ptr<Program>>
   load(llvm::StringRef planPath, const LoadOptions &opts = {});
   /// The same from a plan already in memory, with every check load() makes;
@@ -169,8 +169,8 @@ public:
   static llvm::Expected<std::unique_ptr<Program>>
   fromPlanChecked(plan::Plan plan, const LoadOptions &opts,
                   llvm::StringRef what);
-  /// The same from a plan already in memory (tests, embedders), with the
-  /// load-time checks only: the caller vouches for the rest.
+  /// The same from a plan already in memory (tests, embedders), without
+  /// those checks or the verifier: the caller vouches for the plan.
   static llvm::Expected<std::unique_ptr<Program>>
   fromPlan(plan::Plan plan, const LoadOptions &opts = {});
 
@@ -216,7 +216,7 @@ private:
   };
 
   llvm::Error layOut(const LoadOptions &opts);
-  llvm::Error layOutWorkspaces();
+  void layOutWorkspaces();
   llvm::Error prepare();
   /// Sets a kernel instruction's workspace from its stream's, or fails when
   /// the plan gives the stream less than the kernel takes.

@@ -109,16 +109,19 @@ TEST(MeasuredPeak, KernelsGetThePlannedWorkspace) {
             "zinc-compile? compile it again)");
 }
 
-// A workspace in the wrong tier for its stream is a corrupt plan.
+// A workspace in the wrong tier for its stream is a corrupt plan, which
+// the plan verifier refuses as zinc-run loads it.
 TEST(MeasuredPeak, WorkspaceMustBeInItsStreamsTier) {
   PlanBuilder b;
   int ws = b.tensor("ws", {64}, plan::TIER_CPU, 2 /* UINT8 */);
   plan::Workspace *w = b.plan.add_workspaces();
   w->set_stream(plan::STREAM_COMPUTE);
   w->set_tensor(ws);
-  EXPECT_EQ(errorOf(Program::fromPlan(b.finish())),
-            "corrupt plan: the compute stream's workspace 'ws' is in the cpu "
-            "tier");
+  b.plan.set_model_path("/models/m.onnx");
+  EXPECT_EQ(errorOf(Program::fromPlanChecked(b.finish(), {}, "p.zplan")),
+            "p.zplan: plan verifier: the compute stream's workspace tensor "
+            "'ws' is in the cpu tier; the compute stream's kernels work in "
+            "the gpu tier");
 }
 
 /// Writes one byte two pages past the end of its output.

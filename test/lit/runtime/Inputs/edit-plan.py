@@ -5,8 +5,10 @@ and re-seals the plan's checksum, so lit tests can hand zinc-run plans the
 compiler would not emit.
 
 usage: edit-plan.py IN OUT [--move NAME=TIER:OFFSET]... [--tier TIER:PEAK:ALIGNMENT]...
-                           [--delete NAME]... [--resize NAME=BYTES]...
+                           [--capacity TIER=BYTES]... [--delete NAME]... [--resize NAME=BYTES]...
                            [--init-file NAME=PATH]... [--model-path PATH]
+
+--capacity sets the capacity of a tier the plan describes.
 
 --init-file makes tensor NAME's initializer load from the external-data
 file PATH; --model-path replaces the model path.
@@ -87,6 +89,7 @@ def main():
     ap.add_argument("output")
     ap.add_argument("--move", action="append", default=[])
     ap.add_argument("--tier", action="append", default=[])
+    ap.add_argument("--capacity", action="append", default=[])
     ap.add_argument("--delete", action="append", default=[])
     ap.add_argument("--resize", action="append", default=[])
     ap.add_argument("--init-file", action="append", default=[])
@@ -131,6 +134,22 @@ def main():
         body, count = re.subn(r'^model_path: .*$', lambda m: "model_path: " + json.dumps(args.model_path),
                               body, flags=re.M)
         assert count == 1, "no model_path"
+    for capacity in args.capacity:
+        name, size = capacity.split("=")
+        found = []
+
+        def set_capacity(match):
+            block = match.group(0)
+            tier = re.search(r"^  tier: (\w+)$", block, flags=re.M)
+            # Text format leaves out the default, TIER_GPU.
+            if (tier.group(1) if tier else "TIER_GPU") != name:
+                return block
+            found.append(name)
+            block = re.sub(r"^  capacity: .*\n", "", block, flags=re.M)
+            return block.replace("tiers {\n", "tiers {\n  capacity: %s\n" % size, 1)
+
+        body = re.sub(r"^tiers \{\n(?:  .*\n)*?\}", set_capacity, body, flags=re.M)
+        assert found, "no tier " + name
     for tier in args.tier:
         name, peak, alignment = tier.split(":")
         body = body.rstrip("\n") + "\ntiers {\n  tier: %s\n  peak: %s\n  alignment: %s\n}\n" % (
