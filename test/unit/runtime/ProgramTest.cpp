@@ -57,6 +57,15 @@ TEST(Program, UnsatisfiableWaitIsRefused) {
             "waits on event 0, which node 'evict' (zinc.Copy) signals later");
 }
 
+// A copy onto itself is not the verifier's to refuse; the loader does.
+TEST(Program, CopyOntoItselfIsRefused) {
+  PlanBuilder b;
+  int x = b.tensor("x", {4}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+  b.add("self", "Copy", {x}, {x});
+  EXPECT_EQ(checkedLoadError(b.finish()),
+            "p.zplan: corrupt plan: node 'self' (Copy) copies 'x' onto itself");
+}
+
 // Every tensor lies inside its tier's proven peak, and the peak inside the
 // tier's capacity: the arenas are mapped at exactly that size.
 TEST(Program, TensorOutsideItsTierIsRefused) {
