@@ -13,9 +13,9 @@ std::string loadError(plan::Plan plan, const LoadOptions &opts = {}) {
 
 /// What loading `plan` as zinc-run loads a file says: the plan verifier
 /// refuses a corrupt plan before anything is laid out.
-std::string checkedLoadError(plan::Plan plan) {
+std::string checkedLoadError(plan::Plan plan, const LoadOptions &opts = {}) {
   plan.set_model_path("/models/m.onnx");
-  return errorOf(Program::fromPlanChecked(std::move(plan), {}, "p.zplan"));
+  return errorOf(Program::fromPlanChecked(std::move(plan), opts, "p.zplan"));
 }
 
 // A compute instruction that reads a CPU-tier tensor: the plan forgot the
@@ -64,6 +64,44 @@ TEST(Program, CopyOntoItselfIsRefused) {
   b.add("self", "Copy", {x}, {x});
   EXPECT_EQ(checkedLoadError(b.finish()),
             "p.zplan: corrupt plan: node 'self' (Copy) copies 'x' onto itself");
+}
+
+// What else the loader refuses that the verifier does not prove: a shard
+// that is not one rank's share of its whole, an NVMe tier not aligned to
+// the sectors O_DIRECT moves, an op zinc does not declare or the cpu
+// backend cannot run.
+TEST(Program, LoaderChecksBeyondTheVerifier) {
+  PlanBuilder b;
+  int x = b.tensor("x", {4}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+  int y = b.tensor("y", {4});
+  b.add("relu", "Relu", {x}, {y});
+  b.plan.mutable_tensors(x)->add_shard_of(5);
+  EXPECT_EQ(checkedLoadError(b.finish()),
+            "p.zplan: corrupt plan: tensor 'x' [4] is not one rank's shard of "
+            "[5] over 1 ranks");
+
+  PlanBuilder c;
+  c.setAlignment(plan::TIER_NVME, 64);
+  int n = c.tensor("n", {4}, plan::TIER_NVME, 1, plan::ROLE_STATE);
+  int h = c.tensor("h", {4}, plan::TIER_CPU);
+  c.add("read", "Copy", {n}, {h}, plan::STREAM_NVME);
+  LoadOptions opts;
+  opts.nvmeDir = "/nonexistent";
+  EXPECT_EQ(checkedLoadError(c.finish(), opts),
+            "p.zplan: corrupt plan: the NVMe tier's alignment is 64; NVMe "
+            "transfers need a multiple of 4096");
+
+  PlanBuilder d;
+  int u = d.tensor("u", {4}, plan::TIER_GPU, 1, plan::ROLE_INPUT);
+  int v = d.tensor("v", {4});
+  d.add("odd", "Frobnicate", {u}, {v});
+  EXPECT_EQ(checkedLoadError(d.finish()),
+            "p.zplan: node 'odd' (Frobnicate): the cpu backend has no kernel "
+            "for it");
+  d.plan.mutable_instructions(0)->set_domain("zinc");
+  EXPECT_EQ(checkedLoadError(d.finish()),
+            "p.zplan: corrupt plan: node 'odd' (Frobnicate): zinc declares no "
+            "op 'Frobnicate' in its domain");
 }
 
 // Every tensor lies inside its tier's proven peak, and the peak inside the
