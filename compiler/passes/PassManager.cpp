@@ -130,18 +130,35 @@ llvm::Timer *PassInstrumentation::timerFor(const Pass &pass) {
   if (!timer) {
     std::string description = (pass.getName() + " (" + pass.getArgument() + ")").str();
     if (!pass.getNestedPipeline().empty())
-      description += ", with the passes it runs";
+      description += ", besides the passes it runs";
     timer = std::make_unique<llvm::Timer>(pass.getArgument(), description, *group);
   }
   return timer.get();
 }
 
+template <typename Fn>
+auto PassInstrumentation::timeExclusively(llvm::Timer *timer, Fn &&fn) {
+  // A row is its own time: the enclosing pass's timer stops meanwhile.
+  llvm::Timer *enclosing = running.empty() ? nullptr : running.back();
+  if (timer && enclosing)
+    enclosing->stopTimer();
+  if (timer)
+    running.push_back(timer);
+  auto result = [&] {
+    TimeScope scope(timer);
+    return fn();
+  }();
+  if (timer)
+    running.pop_back();
+  if (timer && enclosing)
+    enclosing->startTimer();
+  return result;
+}
+
 llvm::Error PassInstrumentation::run(Pass &pass, ir::Graph &g, PassContext &ctx) {
   std::string context = ("pass '" + pass.getArgument() + "'").str();
-  llvm::Expected<bool> changed = [&] {
-    TimeScope scope(timerFor(pass));
-    return pass.run(g, ctx);
-  }();
+  llvm::Expected<bool> changed =
+      timeExclusively(timerFor(pass), [&] { return pass.run(g, ctx); });
   if (!changed)
     return addContext(changed.takeError(), context);
   if (afterPass)
@@ -161,8 +178,7 @@ llvm::Error PassInstrumentation::run(Pass &pass, ir::Graph &g, PassContext &ctx)
         timer = std::make_unique<llvm::Timer>("verifier", "(V) verifier", *group);
       verifierTimer = timer.get();
     }
-    TimeScope scope(verifierTimer);
-    if (llvm::Error err = ir::verifyGraph(g))
+    if (llvm::Error err = timeExclusively(verifierTimer, [&] { return ir::verifyGraph(g); }))
       return addContext(std::move(err), "after " + context);
   }
   return llvm::Error::success();

@@ -13,6 +13,13 @@ PlanRequest PlanRequest::of(const ir::Graph &g, const PassContext &ctx) {
   request.paramsOffload = mem.paramsOffload;
   request.prefetchDistance = mem.prefetchDistance;
   request.searchLead = mem.searchPrefetchLead && ctx.hardware;
+  if (request.searchLead && mem.prefetchTimingGiven && mem.prefetchLead > 0) {
+    PlanConfig timing;
+    timing.prefetchLead = mem.prefetchLead;
+    timing.prefetchCountsQueue = mem.prefetchCountsQueue;
+    timing.nvmeFetchesFirst = mem.nvmeFetchesFirst;
+    request.givenTiming = timing;
+  }
   if (mem.bucketBytesFixed)
     request.bucketBytes = mem.bucketBytes;
   request.hoistIntoStalls = mem.hoistIntoStalls;

@@ -310,13 +310,23 @@ llvm::Expected<size_t> SearchDriver::hoistRounds(ir::Graph &current, const PlanC
 }
 
 /// On `homed` (homes placed as `config` says): the timing search, then the
-/// bucket sizes and the rounds of hoisting at its best configuration. None
-/// when no lead fits.
+/// bucket sizes and the rounds of hoisting at its best configuration; or,
+/// with a timing given (the evaluation program's), that configuration
+/// alone. None when no lead fits.
 llvm::Expected<llvm::Optional<Candidate>> SearchDriver::searchOverlap(const ir::Graph &homed,
                                                                       PlanConfig config) {
   // Leads are searched unbucketed; sizes after.
   config.bucketBytes = request.bucketBytes.getValueOr(0);
   llvm::Optional<Candidate> best;
+  if (request.givenTiming) {
+    config.prefetchLead = request.givenTiming->prefetchLead;
+    config.prefetchCountsQueue = request.givenTiming->prefetchCountsQueue;
+    config.nvmeFetchesFirst = request.givenTiming->nvmeFetchesFirst;
+    auto given = lowerCandidate(homed, config, ctx);
+    if (!given)
+      return given.takeError();
+    return std::move(*given);
+  }
   bool nvmeHomes = config.optimizerTier == ir::Tier::Nvme || config.paramsTier == ir::Tier::Nvme;
   // The NVMe link in plan order, then with its fetches first: that helps a
   // compute-bound step whose fetches wait behind optimizer traffic and

@@ -120,6 +120,11 @@ struct MemoryOptions {
   /// The planner chooses prefetchLead by simulating the plans it allows (the
   /// default of zinc-compile without --prefetch-distance).
   bool searchPrefetchLead = false;
+  /// With searchPrefetchLead: prefetchLead, prefetchCountsQueue and
+  /// nvmeFetchesFirst are given, not searched (the evaluation program
+  /// takes its training plan's): that configuration is lowered, and
+  /// prefetches just before use when it does not fit.
+  bool prefetchTimingGiven = false;
   /// --dpu: the host update of step i overlaps the forward and backward of
   /// step i+1 (DelayedUpdate.h); the planner applies it with the homes.
   bool delayUpdates = false;

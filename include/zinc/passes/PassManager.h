@@ -46,7 +46,8 @@ llvm::Error runPassesNamed(ir::Graph &g, PassContext &ctx,
 /// How a pass manager runs each pass: the verifier after a pass that
 /// changed the graph, dumps after chosen passes, and one timer per pass
 /// argument. The passes a pass runs itself (runPassesNamed) share it, so
-/// the same options reach them and each timer sums every run of its pass.
+/// the same options reach them; each timer sums every run of its pass, and
+/// a pass's row leaves out the time of the passes it runs.
 class PassInstrumentation {
 public:
   /// Runs `pass` on `g`: its error, or the verifier's after it, names
@@ -67,9 +68,12 @@ public:
 
 private:
   llvm::Timer *timerFor(const Pass &pass);
+  template <typename Fn> auto timeExclusively(llvm::Timer *timer, Fn &&fn);
 
   std::unique_ptr<llvm::TimerGroup> group;
   llvm::StringMap<std::unique_ptr<llvm::Timer>> timers;
+  /// The timers of the passes running, outermost first.
+  std::vector<llvm::Timer *> running;
 };
 
 class PassManager {

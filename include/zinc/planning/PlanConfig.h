@@ -23,33 +23,6 @@ namespace zinc::planning {
 
 using passes::PassContext;
 
-/// What the user asked of the memory planner (zinc-compile's flags, read
-/// from the context's MemoryOptions once, before the search).
-struct PlanRequest {
-  /// Whether the graph has optimizer updates (else only the weights'
-  /// home matters).
-  bool training = false;
-  OffloadPolicy optimizerOffload = OffloadPolicy::None;
-  OffloadPolicy paramsOffload = OffloadPolicy::None;
-  /// --prefetch-distance: compute nodes between a prefetch and its use
-  /// when prefetches are not timed.
-  unsigned prefetchDistance = 2;
-  /// Prefetches timed by simulating the plans they allow (no
-  /// --prefetch-distance, and a hardware description to simulate on).
-  bool searchLead = false;
-  /// --bucket-bytes, when given: the search keeps it.
-  llvm::Optional<uint64_t> bucketBytes;
-  /// --reorder-compute: compute may move into predicted waits.
-  bool hoistIntoStalls = true;
-  /// --dpu and --dpu-updates.
-  bool delayUpdates = false;
-  DelayedUpdatePlacement delayedUpdates = DelayedUpdatePlacement::Auto;
-  unsigned ranks = 1;
-  const Hardware *hardware = nullptr;
-
-  static PlanRequest of(const ir::Graph &g, const PassContext &ctx);
-};
-
 /// One set of decisions: what the passes of a lowering read.
 struct PlanConfig {
   ir::Tier optimizerTier = ir::Tier::Gpu;
@@ -77,6 +50,36 @@ struct PlanConfig {
   }
   /// Writes the decisions into `mem`, where the passes read them.
   void applyTo(MemoryOptions &mem) const;
+};
+
+/// What the user asked of the memory planner (zinc-compile's flags, read
+/// from the context's MemoryOptions once, before the search).
+struct PlanRequest {
+  /// Whether the graph has optimizer updates (else only the weights'
+  /// home matters).
+  bool training = false;
+  OffloadPolicy optimizerOffload = OffloadPolicy::None;
+  OffloadPolicy paramsOffload = OffloadPolicy::None;
+  /// --prefetch-distance: compute nodes between a prefetch and its use
+  /// when prefetches are not timed.
+  unsigned prefetchDistance = 2;
+  /// Prefetches timed by simulating the plans they allow (no
+  /// --prefetch-distance, and a hardware description to simulate on).
+  bool searchLead = false;
+  /// With searchLead: the timing to lower instead of searching one
+  /// (MemoryOptions::prefetchTimingGiven): its lead, family and NVMe order.
+  llvm::Optional<PlanConfig> givenTiming;
+  /// --bucket-bytes, when given: the search keeps it.
+  llvm::Optional<uint64_t> bucketBytes;
+  /// --reorder-compute: compute may move into predicted waits.
+  bool hoistIntoStalls = true;
+  /// --dpu and --dpu-updates.
+  bool delayUpdates = false;
+  DelayedUpdatePlacement delayedUpdates = DelayedUpdatePlacement::Auto;
+  unsigned ranks = 1;
+  const Hardware *hardware = nullptr;
+
+  static PlanRequest of(const ir::Graph &g, const PassContext &ctx);
 };
 
 /// A configuration lowered.
