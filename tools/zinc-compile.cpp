@@ -5,7 +5,7 @@
 #include "zinc/passes/LossOutput.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/PassManagerOptions.h"
-#include "zinc/planning/DoesNotFit.h"
+#include "zinc/planning/CompileDriver.h"
 #include "zinc/plan/PlanSimulator.h"
 #include "zinc/plan/PlanTimeline.h"
 #include "zinc/plan/PlanVerifier.h"
@@ -282,176 +282,6 @@ private:
   std::vector<std::unique_ptr<Timer>> timers;
 };
 
-/// Runs `pm` over `graph`; when the GPU tier overflows with the tile and
-/// checkpoint passes aiming at their share of it (adaptive), they aim lower
-/// and everything runs again from `imported` (the feedback from allocate to
-/// the earlier passes). `retrying` is told each new divisor.
-static Error runWithBudgetRetry(zinc::passes::PassManager &pm,
-                                zinc::passes::PassContext &ctx,
-                                std::unique_ptr<zinc::ir::Graph> &graph,
-                                const zinc::ir::Graph *imported,
-                                const zinc::MemoryOptions &asGiven,
-                                function_ref<void(unsigned divisor)> retrying) {
-  while (true) {
-    Error err = pm.run(*graph);
-    if (!err)
-      return Error::success();
-    unsigned divisor = ctx.memory.budgetDivisor;
-    if (!imported || !zinc::planning::gpuDoesNotFit(err) ||
-        divisor * 2 > zinc::MemoryOptions::kMaxBudgetDivisor)
-      return err;
-    consumeError(std::move(err));
-    retrying(divisor * 2);
-    ctx.memory = asGiven;
-    ctx.memory.budgetDivisor = divisor * 2;
-    ctx.layout.reset();
-    graph = imported->clone();
-  }
-}
-
-/// `graph` through the default pipeline under `ctx` (its notes silenced;
-/// when tiles or checkpoints adapt, the budget retry from a copy of the
-/// graph) and the emitter: the plan of a second compile inside this one.
-static Expected<zinc::plan::Plan> planWithDefaultPipeline(std::unique_ptr<zinc::ir::Graph> graph,
-                                                         zinc::passes::PassContext ctx,
-                                                         const zinc::Hardware &hw,
-                                                         StringRef emitMode) {
-  zinc::MemoryOptions asGiven = ctx.memory;
-  ctx.layout.reset();
-  ctx.hardware = &hw;
-  ctx.note = [](const Twine &) {};
-  zinc::passes::PassManager pm(ctx);
-  pm.setVerifyEach(verifyEach);
-  pm.addDefaultPipeline();
-  bool adaptive = ctx.memory.tileMode == zinc::TileMode::Auto ||
-                  ctx.memory.checkpointMode == zinc::CheckpointMode::Auto;
-  std::unique_ptr<zinc::ir::Graph> imported = adaptive ? graph->clone() : nullptr;
-  if (Error err = runWithBudgetRetry(pm, ctx, graph, imported.get(), asGiven,
-                                     [](unsigned) {}))
-    return std::move(err);
-  auto loss = zinc::findLossOutput(*graph, lossName);
-  if (!loss)
-    return loss.takeError();
-  zinc::EmitOptions emitOpts;
-  emitOpts.mode = emitMode.str();
-  emitOpts.hw = hw.name;
-  emitOpts.hardwareJson = zinc::hardwareToJson(hw);
-  emitOpts.gpuCapacity = hw.gpuMem;
-  emitOpts.cpuCapacity = hw.cpuMem;
-  emitOpts.nvmeCapacity = hw.nvmeMem;
-  emitOpts.loss = *loss;
-  emitOpts.layout = ctx.layout.get();
-  emitOpts.zeroStage = ctx.zero.stage;
-  emitOpts.gradAccum = static_cast<unsigned>(ctx.training.gradAccum);
-  auto plan = zinc::emitPlan(*graph, emitOpts);
-  BuryPointer(std::move(graph));
-  return plan;
-}
-
-/// The inference form of a training plan's model (Plan.eval, zinc-run
-/// --eval-data): --mode=infer's pipeline over the imported graph, for one
-/// rank, with the training plan's precision, tier capacities, weights' home
-/// and prefetch timing. Its notes are not printed: they would repeat the
-/// training plan's.
-static Expected<zinc::plan::Plan>
-buildEvalPlan(std::unique_ptr<zinc::ir::Graph> graph,
-              const zinc::passes::PassContext &trained,
-              const zinc::MemoryOptions &asGiven, const zinc::Hardware &hw) {
-  zinc::passes::PassContext ctx;
-  ctx.training = trained.training;
-  ctx.training.mode = zinc::CompileMode::Infer;
-  ctx.training.gradAccum = 1;
-  ctx.training.clipGradNorm = 0;
-  ctx.training.lossScale = zinc::LossScaleKind::None;
-  ctx.memory = asGiven;
-  ctx.memory.delayUpdates = false;
-  // The evaluation's forward is the training step's: its weights stay where
-  // the training plan keeps them, prefetched as it times them, instead of a
-  // second search (at 10^5 nodes, a tenth of the compile).
-  const zinc::MemoryOptions &decided = trained.memory;
-  ctx.memory.paramsOffload = decided.paramsTier == zinc::ir::Tier::Gpu   ? zinc::OffloadPolicy::None
-                             : decided.paramsTier == zinc::ir::Tier::Cpu ? zinc::OffloadPolicy::Cpu
-                                                                          : zinc::OffloadPolicy::Nvme;
-  if (decided.prefetchLead > 0) {
-    ctx.memory.prefetchLead = decided.prefetchLead;
-    ctx.memory.prefetchCountsQueue = decided.prefetchCountsQueue;
-    ctx.memory.nvmeFetchesFirst = decided.nvmeFetchesFirst;
-    ctx.memory.prefetchTimingGiven = true;
-  }
-  auto plan = planWithDefaultPipeline(std::move(graph), ctx, hw, "infer");
-  if (!plan)
-    return plan.takeError();
-  if (Error err = zinc::plan::verifyPlan(*plan))
-    return std::move(err);
-  return plan;
-}
-
-/// The cost model's step seconds for the training plan of `imported` under
-/// `given`'s options, as compile() plans it (without its notes).
-static Expected<double> predictedStepSeconds(const zinc::ir::Graph &imported,
-                                             zinc::passes::PassContext given,
-                                             const zinc::MemoryOptions &asGiven,
-                                             const zinc::Hardware &hw) {
-  given.memory = asGiven;
-  auto plan = planWithDefaultPipeline(imported.clone(), given, hw, "train");
-  if (!plan)
-    return plan.takeError();
-  auto prediction = zinc::plan::simulatePlan(*plan, hw);
-  if (!prediction)
-    return prediction.takeError();
-  BuryPointer(std::make_unique<zinc::plan::Plan>(std::move(*plan)));
-  return prediction->stepSeconds;
-}
-
-/// --grad-reduce=auto under ZeRO stages 2-3 with --grad-accum: reducing each
-/// micro-batch's gradients costs N collectives a step, reducing whole f32
-/// sums once costs a whole gradient's memory on every rank; which is faster
-/// depends on the links, the compute and where that memory must live, so
-/// both are planned and the cost model's faster one kept. One that does not
-/// plan (its accumulators do not fit) is left out, saying why. The whole
-/// sums are made where the gradients are, on the GPU: when they cannot all
-/// live there, every micro-batch would move whole gradients off it, more
-/// than the reductions it saves, so that reduction is not planned at all
-/// (planning it spills terabytes for a 1T model).
-static zinc::TrainingOptions::GradReduce
-chooseGradReduce(const zinc::ir::Graph &imported, zinc::passes::PassContext ctx,
-                 const zinc::MemoryOptions &asGiven, const zinc::Hardware &hw) {
-  using GradReduce = zinc::TrainingOptions::GradReduce;
-  uint64_t wholeSums = 0;
-  for (const auto &v : imported.values())
-    if (v->role == zinc::ir::ValueRole::Parameter)
-      wholeSums += uint64_t(v->numElements()) * sizeof(float);
-  if (wholeSums > hw.gpuMem) {
-    ctx.note(formatv("--grad-reduce=auto: reducing every micro-batch (whole f32 gradient "
-                     "sums, {0} GiB, would not fit the GPU's {1} GiB)",
-                     wholeSums >> 30, hw.gpuMem >> 30));
-    return GradReduce::MicroBatch;
-  }
-  std::string said;
-  double best = 0;
-  GradReduce chosen = GradReduce::MicroBatch;
-  bool any = false;
-  for (auto [reduce, name] : {std::pair{GradReduce::MicroBatch, "micro-batch"},
-                              std::pair{GradReduce::Step, "step"}}) {
-    ctx.training.gradReduce = reduce;
-    auto seconds = predictedStepSeconds(imported, ctx, asGiven, hw);
-    if (!seconds) {
-      said += std::string(said.empty() ? "" : ", ") + name + " does not plan (" +
-              toString(seconds.takeError()) + ")";
-      continue;
-    }
-    said += (said.empty() ? "" : ", ") + std::string(name) + " " +
-            formatv("{0}", format("%.4g", *seconds)).str() + " s";
-    if (!any || *seconds < best) {
-      best = *seconds;
-      chosen = reduce;
-      any = true;
-    }
-  }
-  ctx.note("--grad-reduce=auto: predicted step " + said + "; reducing " +
-           (chosen == GradReduce::Step ? "once per step" : "every micro-batch"));
-  return chosen;
-}
 
 static Error compile() {
   if (mode != "train" && mode != "infer")
@@ -681,9 +511,10 @@ static Error compile() {
       mode == "train" ? (*graph)->clone() : nullptr;
   if (chooseReduce) {
     auto choosing = phases.time("--grad-reduce=auto");
-    ctx.training.gradReduce = chooseGradReduce(*imported, ctx, asGiven, *hw);
+    ctx.training.gradReduce =
+        zinc::planning::chooseGradReduce(*imported, ctx, asGiven, *hw, verifyEach);
   }
-  if (Error err = runWithBudgetRetry(
+  if (Error err = zinc::planning::runWithBudgetRetry(
           pm, ctx, *graph, adaptive ? imported.get() : nullptr, asGiven,
           [&](unsigned divisor) {
             ctx.note("the GPU tier overflowed with tiles and checkpoints aimed at 1/" +
@@ -720,7 +551,8 @@ static Error compile() {
     auto evaluating = phases.time("eval program");
     // A model that trains but whose inference form cannot be planned still
     // gets its training plan; zinc-run --eval-data then says why not.
-    auto evalPlan = buildEvalPlan(std::move(forEval), ctx, asGiven, *hw);
+    auto evalPlan =
+        zinc::planning::buildEvalPlan(std::move(forEval), ctx, asGiven, *hw, verifyEach);
     if (evalPlan)
       *plan->mutable_eval() = std::move(*evalPlan);
     else
