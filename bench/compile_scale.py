@@ -115,6 +115,24 @@ def models(quick=False, batch=1):
     return out
 
 
+# The depth series (--depth-series): GPTs 256 wide (4 heads, 2048 tokens, batch 1,
+# GPT-3's vocabulary) from 25 to 1000 layers, about 100 training nodes a layer, so
+# the deepest is a 10^5-node graph; fitted like the layers-N series.
+DEPTH_SERIES = [25, 50, 100, 200, 400, 1000]
+
+
+def depth_series():
+    C = shape_gpt.Config
+    return [("layers", C("depth-%d" % n, n, 256, 4)) for n in DEPTH_SERIES]
+
+
+def on_request(batch=1):
+    """Models compiled only when --only names them: a run of them takes minutes."""
+    C = shape_gpt.Config
+    # 32T parameters: 400 layers x d_model 81920 (640 heads of 128).
+    return [("gpt", C("gpt-32t", 400, 81920, 640, batch=batch))]
+
+
 
 
 
@@ -410,12 +428,16 @@ def main(argv=None):
                     help="pass --time-passes and record the per-pass wall seconds")
     ap.add_argument("--work-dir", help="where models and plans go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the models and plans")
+    ap.add_argument("--depth-series", action="store_true",
+                    help="compile the depth series instead (256 wide, %s layers)" %
+                         ",".join(map(str, DEPTH_SERIES)))
     ap.add_argument("--list", action="store_true", help="print the models and exit")
+
     args = ap.parse_args(argv)
 
-    todo = models(args.quick, args.batch)
+    todo = depth_series() if args.depth_series else models(args.quick, args.batch)
     if args.list:
-        for kind, c in todo:
+        for kind, c in todo + on_request(args.batch):
             print("%-11s %-6s %4d layers, d_model %5d heads %3d seq %4d vocab %5d: "
                   "%s params, %d ONNX nodes" % (c.name, kind, c.layers, c.d_model, c.heads,
                                                 c.seq, c.vocab, "{:,}".format(
@@ -424,6 +446,7 @@ def main(argv=None):
         return 0
     only = {n for o in args.only for n in o.split(",") if n}
     if only:
+        todo += [(k, c) for k, c in on_request(args.batch) if c.name in only]
         unknown = only - {c.name for _, c in todo}
         if unknown:
             sys.exit("compile_scale: unknown model(s) %s (see --list)" % ", ".join(sorted(unknown)))
