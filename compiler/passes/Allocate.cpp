@@ -76,7 +76,11 @@ llvm::Error checkTier(const ir::Graph &g, const TierLayout &layout, ir::Tier tie
 
 llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
   const MemoryOptions &mem = ctx.memory;
-  ctx.layout = std::make_shared<const TierLayout>(computeTierLayout(g));
+  // A partial layout is spill's packings of the graph as it left it: the
+  // tiers it packed stand.
+  ctx.layout = std::make_shared<const TierLayout>(
+      ctx.layout && !ctx.layout->complete() ? completeTierLayout(g, *ctx.layout)
+                                            : computeTierLayout(g));
   const TierLayout &layout = *ctx.layout;
   if (auto err = checkTier(g, layout, ir::Tier::Gpu, mem.gpuCapacity, "gpu-mem",
                            mem.gpuCapacityThatFits, mem.untileable))

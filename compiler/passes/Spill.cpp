@@ -322,17 +322,25 @@ bool fitsSideBySide(const ir::Graph &g, uint64_t capacity, ir::Tier tier = ir::T
 /// lower by what fragmentation added.
 constexpr unsigned kMaxRounds = 8;
 
+/// What relieving a tier did: whether it changed the graph, and the
+/// tier's packing of the graph as it was left, when one was made after the
+/// last change (allocate need not pack that tier again).
+struct Relieved {
+  bool changed = false;
+  llvm::Optional<TierLayout> layout;
+};
+
 /// Rounds of sweeps over one tier until it fits `capacity` or a round
 /// changes nothing.
-bool relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target) {
+Relieved relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target) {
+  Relieved result;
   if (!capacity || fitsSideBySide(g, capacity, target.tier))
-    return false;
+    return result;
   unsigned tier = static_cast<unsigned>(target.tier);
-  bool changed = false;
   uint64_t goal = capacity;
   for (unsigned round = 0; round < kMaxRounds; ++round) {
-    TierLayout layout = computeTierLayout(g, {target.tier});
-    uint64_t peak = layout.peak[tier];
+    result.layout = computeTierLayout(g, {target.tier});
+    uint64_t peak = result.layout->peak[tier];
     if (peak <= capacity)
       break;
     if (round > 0) {
@@ -341,26 +349,36 @@ bool relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target) {
         break;
       goal -= over;
     }
-    if (!relieve(g, layout, goal, target))
+    if (!relieve(g, *result.layout, goal, target))
       break;
-    changed = true;
+    result.changed = true;
+    result.layout.reset();
   }
-  return changed;
+  return result;
 }
 
 llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
   const MemoryOptions &mem = ctx.memory;
-  bool changed = relieveTier(g, mem.gpuCapacity, kGpuSpill);
+  Relieved gpu = relieveTier(g, mem.gpuCapacity, kGpuSpill);
+  Relieved cpu;
   // What the CPU tier cannot hold (gradients waiting for the host update,
   // activations the GPU let go) waits on NVMe, when the plan has an NVMe
   // tier to put it in.
-  if (mem.nvmeCapacity && (mem.optimizerTier == ir::Tier::Nvme ||
-                           mem.paramsTier == ir::Tier::Nvme) &&
-      relieveTier(g, mem.cpuCapacity, kCpuSpill)) {
-    ctx.layout.reset(); // A layout proved before these copies.
-    changed = true;
+  if (mem.nvmeCapacity &&
+      (mem.optimizerTier == ir::Tier::Nvme || mem.paramsTier == ir::Tier::Nvme)) {
+    cpu = relieveTier(g, mem.cpuCapacity, kCpuSpill);
+    if (cpu.changed)
+      gpu.layout.reset(); // Packed before these copies.
   }
-  return changed;
+  // The packings still true of the graph go to allocate, which packs only
+  // the other tiers (CPU relief packs the CPU tier, GPU relief the GPU's).
+  ctx.layout.reset();
+  if (gpu.layout && cpu.layout)
+    takePackedTiers(*gpu.layout, *cpu.layout, g);
+  if (gpu.layout || cpu.layout)
+    ctx.layout = std::make_shared<const TierLayout>(gpu.layout ? std::move(*gpu.layout)
+                                                               : std::move(*cpu.layout));
+  return gpu.changed || cpu.changed;
 }
 
 } // namespace

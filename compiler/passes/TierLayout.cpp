@@ -3,6 +3,7 @@
 #include "zinc/support/KernelWorkspace.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
+#include <cassert>
 #include <future>
 #include <numeric>
 
@@ -173,6 +174,7 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
     for (size_t i = 0; i < p.workspaces.size(); ++i)
       layout.workspaceOffset[p.workspaces[i]] = arena.offsets[p.members.size() + i];
     unsigned t = static_cast<unsigned>(tier);
+    layout.packed[t] = true;
     layout.peak[t] = arena.peak;
     layout.liveBound[t] = arena.liveLowerBound;
     // The instant of highest live bytes, where relieving pressure helps:
@@ -194,6 +196,34 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
       }
     }
   }
+  return layout;
+}
+
+void takePackedTiers(TierLayout &into, const TierLayout &from, const ir::Graph &g) {
+  assert(into.intervals.size() == from.intervals.size() && "layouts of different graphs");
+  for (unsigned t = 0; t < 3; ++t) {
+    if (!from.packed[t])
+      continue;
+    into.packed[t] = true;
+    into.peak[t] = from.peak[t];
+    into.liveBound[t] = from.liveBound[t];
+    into.peakTime[t] = from.peakTime[t];
+    for (unsigned s = 0; s < kNumStreams; ++s)
+      if (static_cast<unsigned>(workspaceTier(static_cast<ir::Stream>(s))) == t)
+        into.workspaceOffset[s] = from.workspaceOffset[s];
+    for (const auto &v : g.values())
+      if (static_cast<unsigned>(v->tier) == t)
+        into.offsets[v.get()] = from.offsets.lookup(v.get());
+  }
+}
+
+TierLayout completeTierLayout(const ir::Graph &g, const TierLayout &partial) {
+  llvm::SmallVector<ir::Tier, 3> missing;
+  for (ir::Tier t : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme})
+    if (!partial.packed[static_cast<unsigned>(t)])
+      missing.push_back(t);
+  TierLayout layout = computeTierLayout(g, missing);
+  takePackedTiers(layout, partial, g);
   return layout;
 }
 

@@ -52,6 +52,11 @@ struct TierLayout {
   /// none) and offset in workspaceTier(stream).
   uint64_t workspaceBytes[kNumStreams] = {};
   uint64_t workspaceOffset[kNumStreams] = {};
+  /// The tiers packed (index by ir::Tier): offsets, peak, live bound and
+  /// peak time of the others are empty.
+  bool packed[3] = {false, false, false};
+
+  bool complete() const { return packed[0] && packed[1] && packed[2]; }
 };
 
 /// Live intervals of every value, and the packing of the tiers listed
@@ -60,6 +65,15 @@ struct TierLayout {
 TierLayout computeTierLayout(const ir::Graph &g,
                              llvm::ArrayRef<ir::Tier> tiers = {ir::Tier::Gpu, ir::Tier::Cpu,
                                                                ir::Tier::Nvme});
+
+/// Copies the packings of the tiers `from` packed into `into`; both are
+/// layouts of one graph, as it is now.
+void takePackedTiers(TierLayout &into, const TierLayout &from, const ir::Graph &g);
+
+/// computeTierLayout(g) from `partial`, a layout of `g` as it is now: the
+/// tiers it packed are kept (tiers pack independently, so they are what
+/// packing them again would give), the others are packed.
+TierLayout completeTierLayout(const ir::Graph &g, const TierLayout &partial);
 
 } // namespace zinc
 

@@ -1,0 +1,47 @@
+//===- TierLayoutTest.cpp - A layout completed from some tiers' packings --===//
+#include "zinc/passes/TierLayout.h"
+#include "zinc/ir/Parser.h"
+#include "gtest/gtest.h"
+
+using namespace zinc;
+
+namespace {
+
+const char *kGraph = R"(graph "g" {
+  input %x : f32[64]
+  state %s : f32[256] in cpu
+  state %n : f32[512] in nvme
+  %a : f32[64] = Neg(%x) name "a"
+  %b : f32[128] = Concat(%a, %a) name "b" {axis = 0 : int}
+  %c : f32[64] = Neg(%a) name "c"
+  %h : f32[256] = zinc.Copy(%s) name "h"
+  %d : f32[128] = Neg(%b) name "d"
+  output %d
+})";
+
+TEST(TierLayout, CompletingAPartialLayoutPacksWhatComputingItWhole) {
+  auto g = ir::parseGraph(kGraph, "t.zir");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  TierLayout whole = computeTierLayout(**g);
+  EXPECT_TRUE(whole.complete());
+  for (ir::Tier first : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme}) {
+    TierLayout partial = computeTierLayout(**g, {first});
+    EXPECT_FALSE(partial.complete());
+    EXPECT_TRUE(partial.packed[static_cast<unsigned>(first)]);
+    TierLayout completed = completeTierLayout(**g, partial);
+    ASSERT_TRUE(completed.complete());
+    for (unsigned t = 0; t < 3; ++t) {
+      EXPECT_EQ(completed.peak[t], whole.peak[t]) << "tier " << t;
+      EXPECT_EQ(completed.peakTime[t], whole.peakTime[t]) << "tier " << t;
+      EXPECT_EQ(completed.liveBound[t], whole.liveBound[t]) << "tier " << t;
+    }
+    for (const auto &v : (*g)->values())
+      EXPECT_EQ(completed.offsets.lookup(v.get()), whole.offsets.lookup(v.get())) << v->name;
+    for (unsigned s = 0; s < kNumStreams; ++s)
+      EXPECT_EQ(completed.workspaceOffset[s], whole.workspaceOffset[s]);
+  }
+  EXPECT_GT(whole.peak[static_cast<unsigned>(ir::Tier::Cpu)], 0u);
+  EXPECT_GT(whole.peak[static_cast<unsigned>(ir::Tier::Nvme)], 0u);
+}
+
+} // namespace
