@@ -8,9 +8,9 @@
 // from the same function, when the plan is emitted.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/passes/DoesNotFit.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/passes/TierLayout.h"
-#include "zinc/planning/DoesNotFit.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Size.h"
 
@@ -65,8 +65,8 @@ llvm::Error checkTier(const ir::Graph &g, const TierLayout &layout, ir::Tier tie
   if (!capacity || peak <= capacity)
     return llvm::Error::success();
   uint64_t suggest = std::max(peak, fits);
-  return llvm::make_error<planning::DoesNotFit>(
-      tier, peak, capacity,
+  return llvm::make_error<DoesNotFit>(
+      tier, peak,
       ("the plan needs " + llvm::Twine(peak) + " bytes (" + formatSize(peak) + ") of " +
        ir::tierName(tier) + " memory but the tier holds " + llvm::Twine(capacity) + " (" +
        formatSize(capacity) + "); use --" + flag + "=" + llvm::Twine(suggest) + " or more" +
@@ -76,8 +76,8 @@ llvm::Error checkTier(const ir::Graph &g, const TierLayout &layout, ir::Tier tie
 
 llvm::Expected<bool> Allocate::run(ir::Graph &g, PassContext &ctx) {
   const MemoryOptions &mem = ctx.memory;
-  // A partial layout is spill's packings of the graph as it left it: the
-  // tiers it packed stand.
+  // A partial layout is spill's: the tiers it packed that nothing changed
+  // since stand.
   ctx.layout = std::make_shared<const TierLayout>(
       ctx.layout && !ctx.layout->complete() ? completeTierLayout(g, *ctx.layout)
                                             : computeTierLayout(g));

@@ -10,7 +10,7 @@
 //                          previous step left them
 //   host, during the step  the updates (master, delayed gradient), in their
 //                          order, either all at the start of the step or
-//                          spread evenly over its compute (place simulates
+//                          spread evenly over its compute (plan-memory simulates
 //                          both and keeps the faster: at the start the host
 //                          work overlaps the most compute, but its NVMe
 //                          traffic queues ahead of the forward pass's
@@ -70,7 +70,7 @@ static int copyOperand(const ir::Node &opt) {
 }
 
 /// The update and the copies right after it that refresh the compute
-/// weights from what it wrote (place's `/refresh`): they move together.
+/// weights from what it wrote (the planner's `/refresh`): they move together.
 static std::vector<ir::Node *> updateGroup(ir::Graph &g, ir::Node *opt) {
   std::vector<ir::Node *> group{opt};
   for (ir::Node *n = g.nextNode(opt);

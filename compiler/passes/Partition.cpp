@@ -13,7 +13,7 @@
 //            as soon as they are complete; the whole gradient then dies.
 //   stage 3  + the compute weights are sharded too (bandwidth-centric, as
 //            in ZeRO-Infinity): each rank keeps only its shard in its home
-//            tier (GPU, CPU or NVMe, chosen later by place, so it fetches
+//            tier (GPU, CPU or NVMe, chosen later by plan-memory, so it fetches
 //            only that), and an allgather rebuilds the whole weight on the
 //            GPU just before it is read, released after use and gathered
 //            again for backward. A tile's weight is a parameter of its

@@ -175,6 +175,7 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
       layout.workspaceOffset[p.workspaces[i]] = arena.offsets[p.members.size() + i];
     unsigned t = static_cast<unsigned>(tier);
     layout.packed[t] = true;
+    layout.members[t] = p.members;
     layout.peak[t] = arena.peak;
     layout.liveBound[t] = arena.liveLowerBound;
     // The instant of highest live bytes, where relieving pressure helps:
@@ -199,31 +200,69 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
   return layout;
 }
 
+/// Copies tier `t`'s packing from `from` into `into`.
+static void copyPacking(TierLayout &into, const TierLayout &from, const ir::Graph &g,
+                        unsigned t) {
+  into.packed[t] = true;
+  into.members[t] = from.members[t];
+  into.peak[t] = from.peak[t];
+  into.liveBound[t] = from.liveBound[t];
+  into.peakTime[t] = from.peakTime[t];
+  for (unsigned s = 0; s < kNumStreams; ++s)
+    if (static_cast<unsigned>(workspaceTier(static_cast<ir::Stream>(s))) == t)
+      into.workspaceOffset[s] = from.workspaceOffset[s];
+  for (const auto &v : g.values())
+    if (static_cast<unsigned>(v->tier) == t)
+      into.offsets[v.get()] = from.offsets.lookup(v.get());
+}
+
 void takePackedTiers(TierLayout &into, const TierLayout &from, const ir::Graph &g) {
   assert(into.intervals.size() == from.intervals.size() && "layouts of different graphs");
-  for (unsigned t = 0; t < 3; ++t) {
-    if (!from.packed[t])
+  for (unsigned t = 0; t < 3; ++t)
+    if (from.packed[t])
+      copyPacking(into, from, g, t);
+}
+
+/// Whether `partial`'s packing of tier `t` is what packing it now would
+/// give: packing reads only the tier's members in value order, their
+/// intervals and the tier's workspaces, so those must be unchanged.
+static bool packingHolds(const ir::Graph &g, const TierLayout &partial,
+                         const TierLayout &now, unsigned t) {
+  const std::vector<const ir::Value *> &was = partial.members[t];
+  size_t i = 0;
+  for (const auto &v : g.values()) {
+    if (static_cast<unsigned>(v->tier) != t)
       continue;
-    into.packed[t] = true;
-    into.peak[t] = from.peak[t];
-    into.liveBound[t] = from.liveBound[t];
-    into.peakTime[t] = from.peakTime[t];
-    for (unsigned s = 0; s < kNumStreams; ++s)
-      if (static_cast<unsigned>(workspaceTier(static_cast<ir::Stream>(s))) == t)
-        into.workspaceOffset[s] = from.workspaceOffset[s];
-    for (const auto &v : g.values())
-      if (static_cast<unsigned>(v->tier) == t)
-        into.offsets[v.get()] = from.offsets.lookup(v.get());
+    if (i == was.size() || was[i++] != v.get())
+      return false;
+    const BufferInterval &before = partial.intervals.find(v.get())->second;
+    const BufferInterval &after = now.intervals.find(v.get())->second;
+    if (before.size != after.size || before.begin != after.begin || before.end != after.end)
+      return false;
   }
+  if (i != was.size())
+    return false;
+  for (unsigned s = 0; s < kNumStreams; ++s)
+    if (static_cast<unsigned>(workspaceTier(static_cast<ir::Stream>(s))) == t &&
+        partial.workspaceBytes[s] != now.workspaceBytes[s])
+      return false;
+  return true;
 }
 
 TierLayout completeTierLayout(const ir::Graph &g, const TierLayout &partial) {
-  llvm::SmallVector<ir::Tier, 3> missing;
+  llvm::SmallVector<ir::Tier, 3> unpacked;
   for (ir::Tier t : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme})
     if (!partial.packed[static_cast<unsigned>(t)])
-      missing.push_back(t);
-  TierLayout layout = computeTierLayout(g, missing);
-  takePackedTiers(layout, partial, g);
+      unpacked.push_back(t);
+  TierLayout layout = computeTierLayout(g, unpacked);
+  for (unsigned t = 0; t < 3; ++t) {
+    if (!partial.packed[t])
+      continue;
+    if (packingHolds(g, partial, layout, t))
+      copyPacking(layout, partial, g, t);
+    else
+      copyPacking(layout, computeTierLayout(g, {static_cast<ir::Tier>(t)}), g, t);
+  }
   return layout;
 }
 

@@ -17,7 +17,7 @@
 // backward from its forward: every tile's weight gradient is its own, the
 // input gradient sums the tiles' contributions, and the output gradient is
 // split (a strided view after fold-transposes, no copy). Each W_i is a
-// parameter of its own (an InitializerRef slice of the original), so place,
+// parameter of its own (an InitializerRef slice of the original), so plan-memory,
 // insert-transfers and the optimizer handle one tile at a time: the next
 // tile's prefetch overlaps this tile's compute, and only a tile is ever on
 // the GPU. concat-in-place later makes each tile write its columns of the

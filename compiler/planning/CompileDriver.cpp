@@ -1,4 +1,5 @@
-//===- CompileDriver.cpp - The compiles around the memory planner's search -===//
+//===- CompileDriver.cpp - The compiles around the memory planner's search
+//-===//
 //
 // What a compilation plans besides one pass of the pipeline: the budget
 // retry (tiling and checkpointing aim lower when the GPU does not fit), the
@@ -8,29 +9,28 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/planning/CompileDriver.h"
+#include "zinc/passes/DoesNotFit.h"
 #include "zinc/passes/EmitPlan.h"
 #include "zinc/passes/LossOutput.h"
 #include "zinc/plan/PlanSimulator.h"
 #include "zinc/plan/PlanVerifier.h"
-#include "zinc/planning/DoesNotFit.h"
 #include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace zinc::planning {
 
-llvm::Error runWithBudgetRetry(passes::PassManager &pm,
-                                passes::PassContext &ctx,
-                                std::unique_ptr<ir::Graph> &graph,
-                                const ir::Graph *imported,
-                                const MemoryOptions &asGiven,
-                                llvm::function_ref<void(unsigned divisor)> retrying) {
+llvm::Error
+runWithBudgetRetry(passes::PassManager &pm, passes::PassContext &ctx,
+                   std::unique_ptr<ir::Graph> &graph, const ir::Graph *imported,
+                   const MemoryOptions &asGiven,
+                   llvm::function_ref<void(unsigned divisor)> retrying) {
   while (true) {
     llvm::Error err = pm.run(*graph);
     if (!err)
       return llvm::Error::success();
     unsigned divisor = ctx.memory.budgetDivisor;
-    if (!imported || !gpuDoesNotFit(err) ||
+    if (!imported || !passes::lessGpuMayFit(err) ||
         divisor * 2 > MemoryOptions::kMaxBudgetDivisor)
       return err;
     llvm::consumeError(std::move(err));
@@ -42,10 +42,10 @@ llvm::Error runWithBudgetRetry(passes::PassManager &pm,
   }
 }
 
-llvm::Expected<plan::Plan> planWithDefaultPipeline(std::unique_ptr<ir::Graph> graph,
-                                                         passes::PassContext ctx,
-                                                         const Hardware &hw,
-                                                         llvm::StringRef emitMode, bool verifyEach) {
+llvm::Expected<plan::Plan>
+planWithDefaultPipeline(std::unique_ptr<ir::Graph> graph,
+                        passes::PassContext ctx, const Hardware &hw,
+                        llvm::StringRef emitMode, bool verifyEach) {
   MemoryOptions asGiven = ctx.memory;
   ctx.layout.reset();
   ctx.hardware = &hw;
@@ -56,8 +56,8 @@ llvm::Expected<plan::Plan> planWithDefaultPipeline(std::unique_ptr<ir::Graph> gr
   bool adaptive = ctx.memory.tileMode == TileMode::Auto ||
                   ctx.memory.checkpointMode == CheckpointMode::Auto;
   std::unique_ptr<ir::Graph> imported = adaptive ? graph->clone() : nullptr;
-  if (llvm::Error err = runWithBudgetRetry(pm, ctx, graph, imported.get(), asGiven,
-                                     [](unsigned) {}))
+  if (llvm::Error err = runWithBudgetRetry(pm, ctx, graph, imported.get(),
+                                           asGiven, [](unsigned) {}))
     return std::move(err);
   auto loss = findLossOutput(*graph, ctx.training.loss);
   if (!loss)
@@ -78,10 +78,10 @@ llvm::Expected<plan::Plan> planWithDefaultPipeline(std::unique_ptr<ir::Graph> gr
   return plan;
 }
 
-llvm::Expected<plan::Plan>
-buildEvalPlan(std::unique_ptr<ir::Graph> graph,
-              const passes::PassContext &trained,
-              const MemoryOptions &asGiven, const Hardware &hw, bool verifyEach) {
+llvm::Expected<plan::Plan> buildEvalPlan(std::unique_ptr<ir::Graph> graph,
+                                         const passes::PassContext &trained,
+                                         const MemoryOptions &asGiven,
+                                         const Hardware &hw, bool verifyEach) {
   passes::PassContext ctx;
   ctx.training = trained.training;
   ctx.training.mode = CompileMode::Infer;
@@ -91,19 +91,21 @@ buildEvalPlan(std::unique_ptr<ir::Graph> graph,
   ctx.memory = asGiven;
   ctx.memory.delayUpdates = false;
   // The evaluation's forward is the training step's: its weights stay where
-  // the training plan keeps them, prefetched as it times them, instead of a
-  // second search (at 10^5 nodes, a tenth of the compile).
+  // the training plan keeps them and, when the training plan times its
+  // prefetches, are prefetched as it times them, not searched again.
   const MemoryOptions &decided = trained.memory;
-  ctx.memory.paramsOffload = decided.paramsTier == ir::Tier::Gpu   ? OffloadPolicy::None
-                             : decided.paramsTier == ir::Tier::Cpu ? OffloadPolicy::Cpu
-                                                                          : OffloadPolicy::Nvme;
+  ctx.memory.paramsOffload =
+      decided.paramsTier == ir::Tier::Gpu   ? OffloadPolicy::None
+      : decided.paramsTier == ir::Tier::Cpu ? OffloadPolicy::Cpu
+                                            : OffloadPolicy::Nvme;
   if (decided.prefetchLead > 0) {
     ctx.memory.prefetchLead = decided.prefetchLead;
     ctx.memory.prefetchCountsQueue = decided.prefetchCountsQueue;
     ctx.memory.nvmeFetchesFirst = decided.nvmeFetchesFirst;
     ctx.memory.prefetchTimingGiven = true;
   }
-  auto plan = planWithDefaultPipeline(std::move(graph), ctx, hw, "infer", verifyEach);
+  auto plan =
+      planWithDefaultPipeline(std::move(graph), ctx, hw, "infer", verifyEach);
   if (!plan)
     return plan.takeError();
   if (llvm::Error err = plan::verifyPlan(*plan))
@@ -116,9 +118,11 @@ buildEvalPlan(std::unique_ptr<ir::Graph> graph,
 static llvm::Expected<double> predictedStepSeconds(const ir::Graph &imported,
                                                    passes::PassContext given,
                                                    const MemoryOptions &asGiven,
-                                                   const Hardware &hw, bool verifyEach) {
+                                                   const Hardware &hw,
+                                                   bool verifyEach) {
   given.memory = asGiven;
-  auto plan = planWithDefaultPipeline(imported.clone(), given, hw, "train", verifyEach);
+  auto plan =
+      planWithDefaultPipeline(imported.clone(), given, hw, "train", verifyEach);
   if (!plan)
     return plan.takeError();
   auto prediction = plan::simulatePlan(*plan, hw);
@@ -128,18 +132,21 @@ static llvm::Expected<double> predictedStepSeconds(const ir::Graph &imported,
   return prediction->stepSeconds;
 }
 
-TrainingOptions::GradReduce
-chooseGradReduce(const ir::Graph &imported, passes::PassContext ctx,
-                 const MemoryOptions &asGiven, const Hardware &hw, bool verifyEach) {
+TrainingOptions::GradReduce chooseGradReduce(const ir::Graph &imported,
+                                             passes::PassContext ctx,
+                                             const MemoryOptions &asGiven,
+                                             const Hardware &hw,
+                                             bool verifyEach) {
   using GradReduce = TrainingOptions::GradReduce;
   uint64_t wholeSums = 0;
   for (const auto &v : imported.values())
     if (v->role == ir::ValueRole::Parameter)
       wholeSums += uint64_t(v->numElements()) * sizeof(float);
   if (wholeSums > hw.gpuMem) {
-    ctx.note(llvm::formatv("--grad-reduce=auto: reducing every micro-batch (whole f32 gradient "
-                     "sums, {0} GiB, would not fit the GPU's {1} GiB)",
-                     wholeSums >> 30, hw.gpuMem >> 30));
+    ctx.note(llvm::formatv(
+        "--grad-reduce=auto: reducing every micro-batch (whole f32 gradient "
+        "sums, {0} GiB, would not fit the GPU's {1} GiB)",
+        wholeSums >> 30, hw.gpuMem >> 30));
     return GradReduce::MicroBatch;
   }
   std::string said;
@@ -151,8 +158,8 @@ chooseGradReduce(const ir::Graph &imported, passes::PassContext ctx,
     ctx.training.gradReduce = reduce;
     auto seconds = predictedStepSeconds(imported, ctx, asGiven, hw, verifyEach);
     if (!seconds) {
-      said += std::string(said.empty() ? "" : ", ") + name + " does not plan (" +
-              llvm::toString(seconds.takeError()) + ")";
+      said += std::string(said.empty() ? "" : ", ") + name +
+              " does not plan (" + llvm::toString(seconds.takeError()) + ")";
       continue;
     }
     said += (said.empty() ? "" : ", ") + std::string(name) + " " +
@@ -163,8 +170,9 @@ chooseGradReduce(const ir::Graph &imported, passes::PassContext ctx,
       any = true;
     }
   }
-  ctx.note("--grad-reduce=auto: predicted step " + said + "; reducing " +
-           (chosen == GradReduce::Step ? "once per step" : "every micro-batch"));
+  ctx.note(
+      "--grad-reduce=auto: predicted step " + said + "; reducing " +
+      (chosen == GradReduce::Step ? "once per step" : "every micro-batch"));
   return chosen;
 }
 

@@ -1,15 +1,16 @@
 //===- Lowering.cpp - One configuration through the memory passes ---------===//
 #include "zinc/planning/Lowering.h"
+#include "zinc/passes/DoesNotFit.h"
 #include "zinc/passes/EmitPlan.h"
 #include "zinc/passes/PassManager.h"
-#include "zinc/planning/DoesNotFit.h"
 
 namespace zinc::planning {
 
 llvm::Expected<std::shared_ptr<const TierLayout>>
-runMemoryPasses(ir::Graph &g, const PlanConfig &config, const PassContext &base,
+runMemoryPasses(ir::Graph &g, const PlanConfig &config,
+                const passes::PassContext &base,
                 llvm::ArrayRef<llvm::StringRef> passes) {
-  PassContext trial = base;
+  passes::PassContext trial = base;
   config.applyTo(trial.memory);
   trial.layout.reset();
   if (llvm::Error err = passes::runPassesNamed(g, trial, passes))
@@ -17,8 +18,9 @@ runMemoryPasses(ir::Graph &g, const PlanConfig &config, const PassContext &base,
   return std::move(trial.layout);
 }
 
-llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g, const TierLayout &layout,
-                                             const PassContext &ctx) {
+llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g,
+                                             const TierLayout &layout,
+                                             const passes::PassContext &ctx) {
   EmitOptions opts;
   opts.mode = "train";
   opts.layout = &layout;
@@ -38,17 +40,16 @@ llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g, const TierLayou
   return plan::simulatePlan(*plan, *ctx.hardware);
 }
 
-llvm::Expected<llvm::Optional<Candidate>> lowerCandidate(const ir::Graph &homed,
-                                                         const PlanConfig &config,
-                                                         const PassContext &base) {
+llvm::Expected<llvm::Optional<Candidate>>
+lowerCandidate(const ir::Graph &homed, const PlanConfig &config,
+               const passes::PassContext &base) {
   Candidate candidate;
   candidate.config = config;
   candidate.graph = homed.clone();
   auto layout = runMemoryPasses(*candidate.graph, config, base, kMemoryPasses);
   if (!layout) {
-    auto fits = fitsUnlessFailed(layout.takeError());
-    if (!fits)
-      return fits.takeError();
+    if (llvm::Error err = passes::unlessDoesNotFit(layout.takeError()))
+      return std::move(err);
     return llvm::None;
   }
   candidate.layout = std::move(*layout);

@@ -59,7 +59,8 @@ ir::Tier gradientAccumulatorTier(llvm::ArrayRef<ir::Node *> optimizers,
     return mem.optimizerTier;
   uint64_t bytes = 0;
   for (const ir::Node *opt : optimizers)
-    if (const ir::Value *grad = opt->inputs[1]; grad && grad->role == ir::ValueRole::State)
+    if (const ir::Value *grad = opt->inputs[1];
+        grad && grad->role == ir::ValueRole::State)
       bytes += grad->byteSize();
   bool fits = mem.cpuCapacity == 0 || bytes <= mem.cpuCapacity / 2;
   return fits ? ir::Tier::Cpu : ir::Tier::Nvme;
@@ -68,11 +69,14 @@ ir::Tier gradientAccumulatorTier(llvm::ArrayRef<ir::Node *> optimizers,
 } // namespace
 
 llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
-  bool training = llvm::any_of(g.nodes(), [](const auto &n) { return isOptimizerNode(*n); });
-  if (training && mem.optimizerTier == ir::Tier::Gpu && mem.paramsTier != ir::Tier::Gpu)
-    return makeError("--offload-params=" + ir::tierName(mem.paramsTier) +
-                     " needs the optimizer off the GPU too (--offload-optimizer=cpu "
-                     "or nvme): its fp32 master weights would otherwise stay in GPU memory");
+  bool training = llvm::any_of(
+      g.nodes(), [](const auto &n) { return isOptimizerNode(*n); });
+  if (training && mem.optimizerTier == ir::Tier::Gpu &&
+      mem.paramsTier != ir::Tier::Gpu)
+    return makeError(
+        "--offload-params=" + ir::tierName(mem.paramsTier) +
+        " needs the optimizer off the GPU too (--offload-optimizer=cpu "
+        "or nvme): its fp32 master weights would otherwise stay in GPU memory");
   std::vector<ir::Node *> optimizers;
   for (const auto &n : g.nodes())
     if (isOptimizerNode(*n))
@@ -93,7 +97,8 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
     // the master; shared ones (loss-scaling flags) and the mixed-precision
     // copy are placed below.
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
-      if (in && in->role == ir::ValueRole::State && distinctUsersUpToTwo(*in) == 1)
+      if (in && in->role == ir::ValueRole::State &&
+          distinctUsersUpToTwo(*in) == 1)
         in->tier = mem.optimizerTier;
     // A gradient accumulator (--grad-accum): the micro-batches' gradients
     // are added into it where the update runs, and what reads it for
@@ -103,8 +108,8 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
       grad->tier = accumulatorTier;
       if (mem.optimizerTier != ir::Tier::Gpu)
         for (ir::Node *user : usersOf(*grad))
-          if (user->domain == "zinc" &&
-              (user->opType == "AccumulateGrad" || user->opType == "SumGradSquares"))
+          if (user->domain == "zinc" && (user->opType == "AccumulateGrad" ||
+                                         user->opType == "SumGradSquares"))
             user->stream = ir::Stream::Host;
     }
   }
@@ -122,18 +127,23 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
     // that is compute reading it too.
     bool readByCompute = llvm::any_of(usersOf(*master), [&](ir::Node *n) {
       return n != opt && ordinal.lookup(n) < ordinal.lookup(opt) &&
-             (n->stream == ir::Stream::Compute || n->stream == ir::Stream::Collective);
+             (n->stream == ir::Stream::Compute ||
+              n->stream == ir::Stream::Collective);
     });
     for (ir::Value *in : llvm::drop_begin(opt->inputs, 2))
-      if (in && in->role == ir::ValueRole::State && distinctUsersUpToTwo(*in) > 1 &&
-          in->shape == master->shape && in->dtype != DType::F32)
+      if (in && in->role == ir::ValueRole::State &&
+          distinctUsersUpToTwo(*in) > 1 && in->shape == master->shape &&
+          in->dtype != DType::F32)
         in->tier = mem.paramsTier; // The mixed-precision copy.
     // A delayed update writes the master while compute reads the weights
     // of the step before: they need a copy of their own.
-    if (!readByCompute || (mem.paramsTier == mem.optimizerTier && !mem.delayUpdates))
+    if (!readByCompute ||
+        (mem.paramsTier == mem.optimizerTier && !mem.delayUpdates))
       continue;
-    ir::Value *copy = g.addValue(g.uniqueValueName(master->name + "." + ir::tierName(mem.paramsTier).str()),
-                                 master->dtype, master->shape, ir::ValueRole::State);
+    ir::Value *copy =
+        g.addValue(g.uniqueValueName(master->name + "." +
+                                     ir::tierName(mem.paramsTier).str()),
+                   master->dtype, master->shape, ir::ValueRole::State);
     copy->init = master->init; // Loaded with the same initial weights.
     copy->shardOf = master->shardOf;
     copy->tier = mem.paramsTier;
@@ -141,15 +151,16 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
       if (user != opt && ordinal.lookup(user) < ordinal.lookup(opt))
         user->replaceUsesOfWith(master, copy);
     g.insertNode(g.nextNode(opt), "CopyInto",
-                 g.uniqueNodeName(master->name + "/refresh"), {master, copy}, {},
-                 {}, "zinc");
+                 g.uniqueNodeName(master->name + "/refresh"), {master, copy},
+                 {}, {}, "zinc");
     changed = true;
   }
   // Compute weights no update writes itself (ZeRO stages 1 and 2 rebuild
   // them whole from the ranks' updated shards) live with the others.
   for (const auto &v : g.values())
     if (v->role == ir::ValueRole::State && v->init && !masters.count(v.get()) &&
-        llvm::none_of(usersOf(*v), [](ir::Node *n) { return isOptimizerNode(*n); }) &&
+        llvm::none_of(usersOf(*v),
+                      [](ir::Node *n) { return isOptimizerNode(*n); }) &&
         v->tier != mem.paramsTier) {
       v->tier = mem.paramsTier;
       changed = true;
@@ -169,11 +180,13 @@ llvm::Expected<bool> applyPlacement(ir::Graph &g, const MemoryOptions &mem) {
       changed = true;
     }
   if (training && mem.delayUpdates) {
-    bool spread = mem.delayedUpdatePlacement == DelayedUpdatePlacement::Auto
-                      ? mem.spreadDelayedUpdates
-                      : mem.delayedUpdatePlacement == DelayedUpdatePlacement::Spread;
-    if (auto err = passes::delayUpdates(g, spread ? DelayedUpdatePlacement::Spread
-                                          : DelayedUpdatePlacement::AtStart))
+    bool spread =
+        mem.delayedUpdatePlacement == DelayedUpdatePlacement::Auto
+            ? mem.spreadDelayedUpdates
+            : mem.delayedUpdatePlacement == DelayedUpdatePlacement::Spread;
+    if (auto err =
+            passes::delayUpdates(g, spread ? DelayedUpdatePlacement::Spread
+                                           : DelayedUpdatePlacement::AtStart))
       return err;
     changed = true;
   }

@@ -4,12 +4,14 @@
 
 namespace zinc::planning {
 
-PlanRequest PlanRequest::of(const ir::Graph &g, const PassContext &ctx) {
+PlanRequest PlanRequest::of(const ir::Graph &g,
+                            const passes::PassContext &ctx) {
   const MemoryOptions &mem = ctx.memory;
   PlanRequest request;
-  request.training =
-      llvm::any_of(g.nodes(), [](const ir::Node *n) { return isOptimizerNode(*n); });
-  request.optimizerOffload = request.training ? mem.optimizerOffload : OffloadPolicy::None;
+  request.training = llvm::any_of(
+      g.nodes(), [](const ir::Node *n) { return isOptimizerNode(*n); });
+  request.optimizerOffload =
+      request.training ? mem.optimizerOffload : OffloadPolicy::None;
   request.paramsOffload = mem.paramsOffload;
   request.prefetchDistance = mem.prefetchDistance;
   request.searchLead = mem.searchPrefetchLead && ctx.hardware;

@@ -27,6 +27,8 @@ public:
 
 } // namespace
 
-std::unique_ptr<Pass> createPlanMemoryPass() { return std::make_unique<PlanMemory>(); }
+std::unique_ptr<Pass> createPlanMemoryPass() {
+  return std::make_unique<PlanMemory>();
+}
 
 } // namespace zinc::passes

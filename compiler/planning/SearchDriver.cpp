@@ -15,10 +15,11 @@
 //   families (timed by their own transfer, or also by the copies queued on
 //   their link), each with the NVMe link in plan order and with its
 //   fetches first (NvmeQueueOrder.h). Memory grows with the lead, so the
-//   first lead that does not fit or does not gain 1% ends a family, and no
-//   configuration is lowered once the best step is within 1% of the
-//   placement's lower bound (the bound is the placement's: its bytes per
-//   link and its compute do not depend on when they move);
+//   first lead that does not fit or does not gain 1% ends a family; a
+//   family ends too at a step within 1% of the placement's lower bound, and
+//   the other family is not tried once the best step is (the bound is the
+//   placement's: its bytes per link and its compute do not depend on when
+//   they move);
 // - then the collectives' bucket sizes from the smallest up, and rounds of
 //   moving compute into the chosen plan's predicted waits
 //   (HoistIntoStalls.h), each kept when it gains 1%;
@@ -30,9 +31,9 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/planning/SearchDriver.h"
 #include "zinc/passes/BucketCollectives.h"
+#include "zinc/passes/DoesNotFit.h"
 #include "zinc/passes/HoistIntoStalls.h"
 #include "zinc/passes/Spill.h"
-#include "zinc/planning/DoesNotFit.h"
 #include "zinc/planning/Lowering.h"
 #include "zinc/planning/Placement.h"
 #include "zinc/support/Error.h"
@@ -49,11 +50,10 @@ constexpr double kLeads[] = {1, 2, 4, 8};
 /// predicted step by this much to be kept.
 constexpr double kMinGain = 0.01;
 /// What a plan timed without the link's queue must gain over the best one
-/// timed with it. On the cpu backend the bundled example's plans of that
-/// family measured 1.6x their predicted step, the queue-aware ones
-/// 0.94-1.18x, in alternating runs (bench/README.md, predicted_step.py):
-/// the model does not yet see what the later issue costs, so a small
-/// predicted gain is not believed.
+/// timed with it. On the cpu backend such plans measured well above their
+/// predicted step where the queue-aware ones measured close to theirs
+/// (bench/README.md, predicted_step.py): the model does not yet see what
+/// the later issue costs, so a small predicted gain is not believed.
 constexpr double kUnqueuedMinGain = 0.10;
 /// Rounds of hoisting compute into predicted waits.
 constexpr unsigned kHoistRounds = 3;
@@ -62,20 +62,27 @@ constexpr double kMinStallLaunches = 4;
 
 std::vector<ir::Tier> candidateTiers(OffloadPolicy policy) {
   switch (policy) {
-  case OffloadPolicy::Auto: return {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme};
-  case OffloadPolicy::None: return {ir::Tier::Gpu};
-  case OffloadPolicy::Cpu: return {ir::Tier::Cpu};
-  case OffloadPolicy::Nvme: return {ir::Tier::Nvme};
+  case OffloadPolicy::Auto:
+    return {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme};
+  case OffloadPolicy::None:
+    return {ir::Tier::Gpu};
+  case OffloadPolicy::Cpu:
+    return {ir::Tier::Cpu};
+  case OffloadPolicy::Nvme:
+    return {ir::Tier::Nvme};
   }
   return {ir::Tier::Gpu};
 }
 
-ir::Tier towardsGpu(ir::Tier t) { return t == ir::Tier::Nvme ? ir::Tier::Cpu : ir::Tier::Gpu; }
+ir::Tier towardsGpu(ir::Tier t) {
+  return t == ir::Tier::Nvme ? ir::Tier::Cpu : ir::Tier::Gpu;
+}
 
 /// Whether `n` is a copy insert-transfers made to bring a value nearer the
 /// GPU: a prefetch, which the prefetch distance places.
 bool isPrefetch(const ir::Node &n) {
-  if (n.domain != kZincDomain || n.opType != "Copy" || !n.inputs[0] || !n.outputs[0])
+  if (n.domain != kZincDomain || n.opType != "Copy" || !n.inputs[0] ||
+      !n.outputs[0])
     return false;
   ir::Tier from = n.inputs[0]->tier, to = n.outputs[0]->tier;
   return from != ir::Tier::Gpu && to == towardsGpu(from);
@@ -120,15 +127,19 @@ public:
   llvm::Error run();
 
 private:
-  PlanConfig initialConfig(std::pair<ir::Tier, ir::Tier> tiers, unsigned distance) const;
+  PlanConfig initialConfig(std::pair<ir::Tier, ir::Tier> tiers,
+                           unsigned distance) const;
   llvm::Error placeWithLeadSearch(PlanConfig config);
-  llvm::Expected<llvm::Optional<Candidate>> placeTimed(ir::Graph &graph, PlanConfig config);
-  llvm::Expected<llvm::Optional<Candidate>> searchOverlap(const ir::Graph &homed,
-                                                          PlanConfig config);
+  llvm::Expected<llvm::Optional<Candidate>> placeTimed(ir::Graph &graph,
+                                                       PlanConfig config);
+  llvm::Expected<llvm::Optional<Candidate>>
+  searchOverlap(const ir::Graph &homed, PlanConfig config);
   llvm::Error searchFamilies(const ir::Graph &homed, PlanConfig config,
                              llvm::Optional<Candidate> &best);
-  llvm::Error searchBucketSizes(const ir::Graph &homed, llvm::Optional<Candidate> &best);
-  llvm::Expected<size_t> hoistRounds(ir::Graph &current, const PlanConfig &config,
+  llvm::Error searchBucketSizes(const ir::Graph &homed,
+                                llvm::Optional<Candidate> &best);
+  llvm::Expected<size_t> hoistRounds(ir::Graph &current,
+                                     const PlanConfig &config,
                                      std::shared_ptr<const TierLayout> &layout,
                                      plan::Prediction &predicted);
   llvm::Error reorderWhenSearching(const PlanConfig &config);
@@ -137,15 +148,19 @@ private:
   llvm::Error placeJustBeforeUse(const PlanConfig &config);
   llvm::Error lowerInPlace(const PlanConfig &config);
   llvm::Expected<uint64_t>
-  findCapacityThatFits(const ir::Graph &from, const PlanConfig &config, bool applyHomes,
-                       llvm::ArrayRef<llvm::StringRef> passes);
+  findCapacityThatFits(const ir::Graph &from, const PlanConfig &config,
+                       bool applyHomes, llvm::ArrayRef<llvm::StringRef> passes);
   /// `g` (already lowered as `config` says) is the plan: its decisions and
   /// layout become the compilation's.
   void keep(const PlanConfig &config, std::shared_ptr<const TierLayout> layout);
   void keep(Candidate &candidate);
   void notePlacement(const PlanConfig &config, bool justBeforeUse) const;
+  /// `err` unless it is a DoesNotFit, noting one of the GPU (gpuOverflowed).
+  llvm::Error skipNoting(llvm::Error err);
+  llvm::Error search();
   bool canHoist() const {
-    return request.hoistIntoStalls && request.hardware && request.hardware->copyEngines;
+    return request.hoistIntoStalls && request.hardware &&
+           request.hardware->copyEngines;
   }
 
   ir::Graph &g;
@@ -153,6 +168,10 @@ private:
   const PlanRequest request;
   /// Compute nodes the plan kept moved into predicted waits.
   size_t hoisted = 0;
+  /// Whether a placement tried, timing aside, overflowed the GPU: when
+  /// nothing fits, less GPU demand (zinc-compile's budget retry) may help
+  /// even where the diagnostic names another tier.
+  bool gpuOverflowed = false;
 };
 
 PlanConfig SearchDriver::initialConfig(std::pair<ir::Tier, ir::Tier> tiers,
@@ -161,53 +180,76 @@ PlanConfig SearchDriver::initialConfig(std::pair<ir::Tier, ir::Tier> tiers,
   std::tie(config.optimizerTier, config.paramsTier) = tiers;
   config.prefetchDistance = distance;
   config.bucketBytes = request.bucketBytes.getValueOr(0);
+  // What the timed search tries first, and what --dpu-updates fixes.
+  config.spreadDelayedUpdates =
+      request.delayUpdates &&
+      request.delayedUpdates == DelayedUpdatePlacement::Spread;
   return config;
 }
 
-void SearchDriver::keep(const PlanConfig &config, std::shared_ptr<const TierLayout> layout) {
+llvm::Error SearchDriver::skipNoting(llvm::Error err) {
+  llvm::Optional<ir::Tier> tier;
+  if (llvm::Error rest = passes::unlessDoesNotFit(std::move(err), &tier))
+    return rest;
+  gpuOverflowed |= tier == ir::Tier::Gpu;
+  return llvm::Error::success();
+}
+
+void SearchDriver::keep(const PlanConfig &config,
+                        std::shared_ptr<const TierLayout> layout) {
   config.applyTo(ctx.memory);
   ctx.layout = std::move(layout);
 }
 
 void SearchDriver::keep(Candidate &candidate) {
-  g.swap(*candidate.graph); // Its values are now g's, so the proven layout holds.
+  g.swap(
+      *candidate.graph); // Its values are now g's, so the proven layout holds.
   keep(candidate.config, std::move(candidate.layout));
   hoisted = candidate.hoisted;
 }
 
 /// Tells the user which placement fits, and how its prefetches were timed.
-void SearchDriver::notePlacement(const PlanConfig &config, bool justBeforeUse) const {
+void SearchDriver::notePlacement(const PlanConfig &config,
+                                 bool justBeforeUse) const {
   if (!ctx.note)
     return;
-  std::string dpu = !request.delayUpdates          ? ""
-                    : config.spreadDelayedUpdates ? ", delayed updates spread over the step"
-                                                  : ", delayed updates at the start of the step";
-  std::string how = justBeforeUse ? ", prefetching just before use"
-                    : config.prefetchLead > 0
-                        ? ", prefetching " + llvm::formatv("{0:F1}", config.prefetchLead).str() +
-                              "x each transfer's time ahead" +
-                              (config.prefetchCountsQueue ? " and its link's queue" : "") +
-                              (config.nvmeFetchesFirst ? ", fetches from NVMe first" : "") +
-                              " (the fastest predicted step that fits)"
-                        : "";
-  std::string buckets = config.bucketBytes ? ", collectives in buckets of up to " +
-                                                 formatSize(config.bucketBytes)
-                                           : "";
+  std::string dpu = !request.delayUpdates ? ""
+                    : config.spreadDelayedUpdates
+                        ? ", delayed updates spread over the step"
+                        : ", delayed updates at the start of the step";
+  std::string how =
+      justBeforeUse ? ", prefetching just before use"
+      : config.prefetchLead > 0
+          ? ", prefetching " +
+                llvm::formatv("{0:F1}", config.prefetchLead).str() +
+                "x each transfer's time ahead" +
+                (config.prefetchCountsQueue ? " and its link's queue" : "") +
+                (config.nvmeFetchesFirst ? ", fetches from NVMe first" : "") +
+                " (the fastest predicted step that fits)"
+          : "";
+  std::string buckets = config.bucketBytes
+                            ? ", collectives in buckets of up to " +
+                                  formatSize(config.bucketBytes)
+                            : "";
   if (hoisted)
-    buckets += ", " + std::to_string(hoisted) + " compute nodes moved into waits";
+    buckets +=
+        ", " + std::to_string(hoisted) + " compute nodes moved into waits";
   if (request.training)
     ctx.note("placement: optimizer states and master weights in " +
              ir::tierName(config.optimizerTier) + ", parameters in " +
              ir::tierName(config.paramsTier) + how + dpu + buckets);
   else
-    ctx.note("placement: parameters in " + ir::tierName(config.paramsTier) + how);
+    ctx.note("placement: parameters in " + ir::tierName(config.paramsTier) +
+             how);
 }
 
 /// Both timing families, each from the shortest lead up, at the queue
 /// order `config` says; improves `best` in place.
-llvm::Error SearchDriver::searchFamilies(const ir::Graph &homed, PlanConfig config,
+llvm::Error SearchDriver::searchFamilies(const ir::Graph &homed,
+                                         PlanConfig config,
                                          llvm::Optional<Candidate> &best) {
-  double bestStep = best ? best->predicted.stepSeconds : std::numeric_limits<double>::infinity();
+  double bestStep = best ? best->predicted.stepSeconds
+                         : std::numeric_limits<double>::infinity();
   for (bool queued : {true, false}) {
     config.prefetchCountsQueue = queued;
     double familyBest = std::numeric_limits<double>::infinity();
@@ -222,8 +264,9 @@ llvm::Error SearchDriver::searchFamilies(const ir::Graph &homed, PlanConfig conf
       double lowerBound = (*trial)->predicted.lowerBoundSeconds;
       bool gains = step < familyBest * (1 - kMinGain);
       familyBest = std::min(familyBest, step);
-      double needed =
-          best && best->config.prefetchCountsQueue && !queued ? kUnqueuedMinGain : kMinGain;
+      double needed = best && best->config.prefetchCountsQueue && !queued
+                          ? kUnqueuedMinGain
+                          : kMinGain;
       if (step < bestStep * (1 - needed)) {
         best = std::move(*trial);
         bestStep = step;
@@ -254,13 +297,14 @@ llvm::Error SearchDriver::searchBucketSizes(const ir::Graph &homed,
   if (request.ranks <= 1 || best->predicted.overlapEfficiency() >= 1 - kMinGain)
     return llvm::Error::success();
   PlanConfig config = best->config;
-  for (uint64_t bytes : passes::bucketSizesToTry(*request.hardware, request.ranks)) {
+  for (uint64_t bytes :
+       passes::bucketSizesToTry(*request.hardware, request.ranks)) {
     config.bucketBytes = bytes;
     auto trial = lowerCandidate(homed, config, ctx);
     if (!trial)
       return trial.takeError();
-    if (!*trial ||
-        !((*trial)->predicted.stepSeconds < best->predicted.stepSeconds * (1 - kMinGain)))
+    if (!*trial || !((*trial)->predicted.stepSeconds <
+                     best->predicted.stepSeconds * (1 - kMinGain)))
       break; // Larger ones would save little more, holding more memory.
     best = std::move(*trial);
   }
@@ -271,9 +315,10 @@ llvm::Error SearchDriver::searchBucketSizes(const ir::Graph &homed,
 /// layout, `predicted` its step), each on a copy, re-allocated and kept
 /// (swapped into `current`) when it shortens the step by 1%. Returns the
 /// nodes moved.
-llvm::Expected<size_t> SearchDriver::hoistRounds(ir::Graph &current, const PlanConfig &config,
-                                                 std::shared_ptr<const TierLayout> &layout,
-                                                 plan::Prediction &predicted) {
+llvm::Expected<size_t>
+SearchDriver::hoistRounds(ir::Graph &current, const PlanConfig &config,
+                          std::shared_ptr<const TierLayout> &layout,
+                          plan::Prediction &predicted) {
   // Where the compute's own cores copy, a wait filled with compute is a
   // core taken from the copy: the simulation's gain is not there.
   if (!canHoist())
@@ -286,14 +331,14 @@ llvm::Expected<size_t> SearchDriver::hoistRounds(ir::Graph &current, const PlanC
         kMinGain * predicted.stepSeconds)
       break;
     std::unique_ptr<ir::Graph> trial = current.clone();
-    size_t moved = passes::hoistIntoStalls(*trial, predicted.timeline, minStall);
+    size_t moved =
+        passes::hoistIntoStalls(*trial, predicted.timeline, minStall);
     if (!moved)
       break;
     auto allocated = runMemoryPasses(*trial, config, ctx, {"allocate"});
     if (!allocated) {
-      auto fits = fitsUnlessFailed(allocated.takeError());
-      if (!fits)
-        return fits.takeError();
+      if (llvm::Error err = passes::unlessDoesNotFit(allocated.takeError()))
+        return std::move(err);
       break;
     }
     auto step = predictStep(*trial, **allocated, ctx);
@@ -313,8 +358,8 @@ llvm::Expected<size_t> SearchDriver::hoistRounds(ir::Graph &current, const PlanC
 /// bucket sizes and the rounds of hoisting at its best configuration; or,
 /// with a timing given (the evaluation program's), that configuration
 /// alone. None when no lead fits.
-llvm::Expected<llvm::Optional<Candidate>> SearchDriver::searchOverlap(const ir::Graph &homed,
-                                                                      PlanConfig config) {
+llvm::Expected<llvm::Optional<Candidate>>
+SearchDriver::searchOverlap(const ir::Graph &homed, PlanConfig config) {
   // Leads are searched unbucketed; sizes after.
   config.bucketBytes = request.bucketBytes.getValueOr(0);
   llvm::Optional<Candidate> best;
@@ -327,7 +372,8 @@ llvm::Expected<llvm::Optional<Candidate>> SearchDriver::searchOverlap(const ir::
       return given.takeError();
     return std::move(*given);
   }
-  bool nvmeHomes = config.optimizerTier == ir::Tier::Nvme || config.paramsTier == ir::Tier::Nvme;
+  bool nvmeHomes = config.optimizerTier == ir::Tier::Nvme ||
+                   config.paramsTier == ir::Tier::Nvme;
   // The NVMe link in plan order, then with its fetches first: that helps a
   // compute-bound step whose fetches wait behind optimizer traffic and
   // hurts one whose CPU tier is full, where the sources it holds longer
@@ -342,7 +388,8 @@ llvm::Expected<llvm::Optional<Candidate>> SearchDriver::searchOverlap(const ir::
   if (llvm::Error err = searchBucketSizes(homed, best))
     return std::move(err);
   if (best) {
-    auto moved = hoistRounds(*best->graph, best->config, best->layout, best->predicted);
+    auto moved =
+        hoistRounds(*best->graph, best->config, best->layout, best->predicted);
     if (!moved)
       return moved.takeError();
     best->hoisted = *moved;
@@ -355,8 +402,8 @@ llvm::Expected<llvm::Optional<Candidate>> SearchDriver::searchOverlap(const ir::
 /// are placed and searched on copies, and the faster predicted step is
 /// kept. None when nothing fits; `graph` then has its homes placed (updates
 /// at the start, or as --dpu-updates says) and nothing more.
-llvm::Expected<llvm::Optional<Candidate>> SearchDriver::placeTimed(ir::Graph &graph,
-                                                                   PlanConfig config) {
+llvm::Expected<llvm::Optional<Candidate>>
+SearchDriver::placeTimed(ir::Graph &graph, PlanConfig config) {
   auto placeHomes = [&](ir::Graph &target, const PlanConfig &c) -> llvm::Error {
     MemoryOptions mem = ctx.memory;
     c.applyTo(mem);
@@ -382,7 +429,8 @@ llvm::Expected<llvm::Optional<Candidate>> SearchDriver::placeTimed(ir::Graph &gr
     auto chosen = searchOverlap(*homed, config);
     if (!chosen)
       return chosen.takeError();
-    if (*chosen && (!best || (*chosen)->predicted.stepSeconds < best->predicted.stepSeconds))
+    if (*chosen && (!best || (*chosen)->predicted.stepSeconds <
+                                 best->predicted.stepSeconds))
       best = std::move(*chosen);
   }
   if (!best) {
@@ -420,7 +468,8 @@ llvm::Error SearchDriver::reorderWhenSearching(const PlanConfig &config) {
 llvm::Expected<uint64_t> SearchDriver::chooseBucketSize(PlanConfig config) {
   if (request.bucketBytes || !request.hardware || request.ranks <= 1)
     return config.bucketBytes;
-  std::vector<uint64_t> sizes = passes::bucketSizesToTry(*request.hardware, request.ranks);
+  std::vector<uint64_t> sizes =
+      passes::bucketSizesToTry(*request.hardware, request.ranks);
   if (sizes.empty())
     return config.bucketBytes;
   sizes.insert(sizes.begin(), 0);
@@ -435,9 +484,8 @@ llvm::Expected<uint64_t> SearchDriver::chooseBucketSize(PlanConfig config) {
       return placed.takeError();
     auto layout = runMemoryPasses(*trial, config, ctx, kMemoryPasses);
     if (!layout) {
-      auto fits = fitsUnlessFailed(layout.takeError());
-      if (!fits)
-        return fits.takeError();
+      if (llvm::Error err = passes::unlessDoesNotFit(layout.takeError()))
+        return std::move(err);
       break;
     }
     auto predicted = predictStep(*trial, **layout, ctx);
@@ -459,8 +507,9 @@ llvm::Expected<uint64_t> SearchDriver::chooseBucketSize(PlanConfig config) {
 /// reached, then at the next peak, until one fits. 0 when none does within
 /// a few tries.
 llvm::Expected<uint64_t>
-SearchDriver::findCapacityThatFits(const ir::Graph &from, const PlanConfig &config,
-                                   bool applyHomes, llvm::ArrayRef<llvm::StringRef> passes) {
+SearchDriver::findCapacityThatFits(const ir::Graph &from,
+                                   const PlanConfig &config, bool applyHomes,
+                                   llvm::ArrayRef<llvm::StringRef> passes) {
   passes::PassContext probe = ctx;
   const uint64_t asked = probe.memory.gpuCapacity;
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -477,9 +526,11 @@ SearchDriver::findCapacityThatFits(const ir::Graph &from, const PlanConfig &conf
       return fits == asked ? 0 : fits;
     }
     uint64_t needed = 0;
-    llvm::Error rest = llvm::handleErrors(layout.takeError(), [&](const DoesNotFit &e) {
-      needed = e.tier == ir::Tier::Gpu ? e.needed : 0;
-    });
+    llvm::Error rest = llvm::handleErrors(
+        layout.takeError(), [&](const passes::DoesNotFit &e) {
+          needed = e.tier == ir::Tier::Gpu ? e.needed : 0;
+          gpuOverflowed |= e.tier == ir::Tier::Gpu;
+        });
     if (rest)
       return std::move(rest);
     if (needed <= probe.memory.gpuCapacity)
@@ -505,10 +556,10 @@ llvm::Error SearchDriver::placeJustBeforeUse(const PlanConfig &config) {
     notePlacement(config, true);
     return llvm::Error::success();
   }
-  auto fits = fitsUnlessFailed(layout.takeError());
-  if (!fits)
-    return fits.takeError();
-  auto capacity = findCapacityThatFits(*unspilled, config, false, {"spill", "allocate"});
+  if (llvm::Error err = skipNoting(layout.takeError()))
+    return err;
+  auto capacity =
+      findCapacityThatFits(*unspilled, config, false, {"spill", "allocate"});
   if (!capacity)
     return capacity.takeError();
   ctx.memory.gpuCapacityThatFits = *capacity;
@@ -527,7 +578,8 @@ llvm::Error SearchDriver::placeWithFallbackDistance(PlanConfig config) {
   config.applyTo(mem);
   if (auto placed = applyPlacement(g, mem); !placed)
     return placed.takeError();
-  if (auto transfers = runMemoryPasses(g, config, ctx, {"insert-transfers"}); !transfers)
+  if (auto transfers = runMemoryPasses(g, config, ctx, {"insert-transfers"});
+      !transfers)
     return transfers.takeError();
   if (passes::gpuFitsUnspilled(g, ctx.memory.gpuCapacity)) {
     auto layout = runMemoryPasses(g, config, ctx, {"allocate"});
@@ -538,9 +590,8 @@ llvm::Error SearchDriver::placeWithFallbackDistance(PlanConfig config) {
       notePlacement(config, config.prefetchDistance == 0);
       return llvm::Error::success();
     }
-    auto fits = fitsUnlessFailed(layout.takeError());
-    if (!fits)
-      return fits.takeError();
+    if (llvm::Error err = skipNoting(layout.takeError()))
+      return err;
   } else {
     // Spilling at this distance may not fit, and spills are not undone:
     // they are tried on a copy.
@@ -552,9 +603,8 @@ llvm::Error SearchDriver::placeWithFallbackDistance(PlanConfig config) {
       notePlacement(config, config.prefetchDistance == 0);
       return llvm::Error::success();
     }
-    auto fits = fitsUnlessFailed(layout.takeError());
-    if (!fits)
-      return fits.takeError();
+    if (llvm::Error err = skipNoting(layout.takeError()))
+      return err;
   }
   sinkPrefetches(g);
   config.prefetchDistance = 0;
@@ -584,9 +634,8 @@ llvm::Error SearchDriver::placeWithLeadSearch(PlanConfig config) {
   config.prefetchDistance = 0;
   config.prefetchLead = 0;
   config.nvmeFetchesFirst = true;
-  if (request.delayUpdates && request.delayedUpdates != DelayedUpdatePlacement::AtStart)
-    config.spreadDelayedUpdates = request.delayedUpdates == DelayedUpdatePlacement::Spread;
-  if (auto transfers = runMemoryPasses(g, config, ctx, {"insert-transfers"}); !transfers)
+  if (auto transfers = runMemoryPasses(g, config, ctx, {"insert-transfers"});
+      !transfers)
     return transfers.takeError();
   return placeJustBeforeUse(config);
 }
@@ -606,6 +655,17 @@ llvm::Error SearchDriver::lowerInPlace(const PlanConfig &config) {
 }
 
 llvm::Error SearchDriver::run() {
+  llvm::Error err = search();
+  if (!gpuOverflowed || !err.isA<passes::DoesNotFit>())
+    return err;
+  return llvm::handleErrors(std::move(err),
+                            [](std::unique_ptr<passes::DoesNotFit> e) {
+                              e->lessGpuMayFit = true;
+                              return llvm::Error(std::move(e));
+                            });
+}
+
+llvm::Error SearchDriver::search() {
   ctx.memory.gpuCapacityThatFits = 0;
   ctx.layout.reset();
   std::vector<std::pair<ir::Tier, ir::Tier>> tries;
@@ -616,13 +676,15 @@ llvm::Error SearchDriver::run() {
       // the GPU out (asked for explicitly, applyPlacement says why not).
       if (!request.training || opt != ir::Tier::Gpu ||
           (par == ir::Tier::Gpu &&
-           !(request.delayUpdates && request.optimizerOffload == OffloadPolicy::Auto)))
+           !(request.delayUpdates &&
+             request.optimizerOffload == OffloadPolicy::Auto)))
         tries.push_back({opt, par});
   if (tries.empty())
-    return makeError("--offload-params=" +
-                     ir::tierName(candidateTiers(request.paramsOffload).front()) +
-                     " needs the optimizer off the GPU too (--offload-optimizer=cpu or "
-                     "nvme): its fp32 master weights would otherwise stay in GPU memory");
+    return makeError(
+        "--offload-params=" +
+        ir::tierName(candidateTiers(request.paramsOffload).front()) +
+        " needs the optimizer off the GPU too (--offload-optimizer=cpu or "
+        "nvme): its fp32 master weights would otherwise stay in GPU memory");
   const unsigned distance = request.prefetchDistance;
   if (tries.size() == 1) {
     PlanConfig config = initialConfig(tries.front(), distance);
@@ -644,7 +706,8 @@ llvm::Error SearchDriver::run() {
   std::vector<Attempt> attempts;
   for (auto tiers : tries) {
     // All on the GPU: nothing to prefetch, nothing to time.
-    bool timed = request.searchLead && (tiers.first != ir::Tier::Gpu || tiers.second != ir::Tier::Gpu);
+    bool timed = request.searchLead && (tiers.first != ir::Tier::Gpu ||
+                                        tiers.second != ir::Tier::Gpu);
     attempts.push_back({tiers, timed ? 0 : distance, timed});
     if (timed || distance > 0)
       attempts.push_back({tiers, 0, false});
@@ -674,21 +737,22 @@ llvm::Error SearchDriver::run() {
       return placed.takeError();
     auto layout = runMemoryPasses(*trial, config, ctx, kMemoryPasses);
     if (!layout) {
-      auto fits = fitsUnlessFailed(layout.takeError());
-      if (!fits)
-        return fits.takeError();
+      if (llvm::Error err = skipNoting(layout.takeError()))
+        return err;
       continue;
     }
     g.swap(*trial); // Its values are now g's, so the proven layout holds.
     keep(config, std::move(*layout));
     if (llvm::Error err = reorderWhenSearching(config))
       return err;
-    notePlacement(config, attempt.distance == 0 && (request.searchLead || distance > 0));
+    notePlacement(config, attempt.distance == 0 &&
+                              (request.searchLead || distance > 0));
     return llvm::Error::success();
   }
   // Nothing fits: the most offloaded candidate needs the least GPU memory,
   // so allocate's diagnostic on it names the smallest capacity that fits.
-  PlanConfig last = initialConfig(attempts.back().tiers, attempts.back().distance);
+  PlanConfig last =
+      initialConfig(attempts.back().tiers, attempts.back().distance);
   auto capacity = findCapacityThatFits(g, last, true, kMemoryPasses);
   if (!capacity)
     return capacity.takeError();

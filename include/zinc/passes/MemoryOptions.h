@@ -9,9 +9,10 @@
 
 namespace zinc {
 
-/// --offload-optimizer / --offload-params. The memory planner (plan-memory) resolves Auto
-/// (trying the candidates, cheapest predicted transfers first) into the
-/// concrete tiers below, so later passes only ever see concrete tiers.
+/// --offload-optimizer / --offload-params. The memory planner (plan-memory)
+/// resolves Auto (trying the candidates, cheapest predicted transfers
+/// first) into the concrete tiers below, so the passes it runs only ever see
+/// concrete tiers.
 enum class OffloadPolicy { Auto, None, Cpu, Nvme };
 
 /// --tile: the tile pass picks each operator's tile count (Auto), tiles
@@ -63,9 +64,9 @@ struct CheckpointSummary {
 struct MemoryOptions {
   /// The tile and checkpoint passes aim for their operator's or the kept
   /// activations' share of the GPU tier: capacity / budgetDivisor, the rest
-  /// being for what else is live. When allocate still finds the GPU overflowing (planning::DoesNotFit),
-  /// zinc-compile compiles again with twice the divisor (more tiles, more
-  /// recompute), up to kMaxBudgetDivisor.
+  /// being for what else is live. When the GPU still does not fit
+  /// (passes::DoesNotFit), zinc-compile compiles again with twice the
+  /// divisor (more tiles, more recompute), up to kMaxBudgetDivisor.
   unsigned budgetDivisor = 2;
   static constexpr unsigned kMaxBudgetDivisor = 16;
   CheckpointMode checkpointMode = CheckpointMode::Auto;

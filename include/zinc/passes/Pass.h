@@ -34,9 +34,9 @@ struct PassContext {
   /// build-training: loss, trainable set, optimizer; mixed-precision:
   /// precision and loss scaling.
   TrainingOptions training;
-  /// place, insert-transfers, spill, allocate: homes and capacities.
+  /// plan-memory, insert-transfers, spill, allocate: homes and capacities.
   MemoryOptions memory;
-  /// The machine (--hw): place predicts the step of the schedules it tries
+  /// The machine (--hw): plan-memory predicts the step of the plans it tries
   /// with it, insert-transfers times prefetches by it. Null (zinc-opt):
   /// prefetches go by node count.
   const Hardware *hardware = nullptr;

@@ -15,6 +15,7 @@
 #include "zinc/ir/Graph.h"
 #include "zinc/passes/ArenaLayout.h"
 #include "llvm/ADT/DenseMap.h"
+#include <vector>
 
 namespace zinc {
 
@@ -55,6 +56,8 @@ struct TierLayout {
   /// The tiers packed (index by ir::Tier): offsets, peak, live bound and
   /// peak time of the others are empty.
   bool packed[3] = {false, false, false};
+  /// Each packed tier's values, in the order they were packed.
+  std::vector<const ir::Value *> members[3];
 
   bool complete() const { return packed[0] && packed[1] && packed[2]; }
 };
@@ -67,12 +70,13 @@ TierLayout computeTierLayout(const ir::Graph &g,
                                                                ir::Tier::Nvme});
 
 /// Copies the packings of the tiers `from` packed into `into`; both are
-/// layouts of one graph, as it is now.
+/// layouts of `g` as it is now.
 void takePackedTiers(TierLayout &into, const TierLayout &from, const ir::Graph &g);
 
-/// computeTierLayout(g) from `partial`, a layout of `g` as it is now: the
-/// tiers it packed are kept (tiers pack independently, so they are what
-/// packing them again would give), the others are packed.
+/// computeTierLayout(g) from `partial`, an earlier layout of some tiers of
+/// `g` (spill's): a tier it packed whose members, their live intervals and
+/// its workspaces are unchanged is kept (tiers pack independently, so that
+/// is what packing it again would give), the others are packed.
 TierLayout completeTierLayout(const ir::Graph &g, const TierLayout &partial);
 
 } // namespace zinc

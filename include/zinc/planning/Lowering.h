@@ -17,24 +17,28 @@
 namespace zinc::planning {
 
 /// The passes of a lowering, in their order.
-inline constexpr llvm::StringRef kMemoryPasses[] = {"insert-transfers", "spill", "allocate"};
+inline constexpr llvm::StringRef kMemoryPasses[] = {"insert-transfers", "spill",
+                                                    "allocate"};
 
 /// Runs `passes` (some of kMemoryPasses, in order) on `g` under `base`
-/// with `config`'s decisions. Returns the layout allocate proved (null
-/// when `passes` stop before allocate), or the first error.
+/// with `config`'s decisions. Returns the layout the last of them left
+/// (allocate's proof; spill's packings when it is last), or the first
+/// error.
 llvm::Expected<std::shared_ptr<const TierLayout>>
-runMemoryPasses(ir::Graph &g, const PlanConfig &config, const PassContext &base,
+runMemoryPasses(ir::Graph &g, const PlanConfig &config,
+                const passes::PassContext &base,
                 llvm::ArrayRef<llvm::StringRef> passes);
 
 /// The cost model's prediction of one step of `g` laid out as `layout`.
-llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g, const TierLayout &layout,
-                                             const PassContext &ctx);
+llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g,
+                                             const TierLayout &layout,
+                                             const passes::PassContext &ctx);
 
 /// `config` lowered on a copy of `homed` (its homes placed as `config`
 /// says) and predicted; None when it does not fit.
-llvm::Expected<llvm::Optional<Candidate>> lowerCandidate(const ir::Graph &homed,
-                                                         const PlanConfig &config,
-                                                         const PassContext &base);
+llvm::Expected<llvm::Optional<Candidate>>
+lowerCandidate(const ir::Graph &homed, const PlanConfig &config,
+               const passes::PassContext &base);
 
 } // namespace zinc::planning
 

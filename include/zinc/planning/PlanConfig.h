@@ -21,8 +21,6 @@
 
 namespace zinc::planning {
 
-using passes::PassContext;
-
 /// One set of decisions: what the passes of a lowering read.
 struct PlanConfig {
   ir::Tier optimizerTier = ir::Tier::Gpu;
@@ -79,7 +77,7 @@ struct PlanRequest {
   unsigned ranks = 1;
   const Hardware *hardware = nullptr;
 
-  static PlanRequest of(const ir::Graph &g, const PassContext &ctx);
+  static PlanRequest of(const ir::Graph &g, const passes::PassContext &ctx);
 };
 
 /// A configuration lowered.

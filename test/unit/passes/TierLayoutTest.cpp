@@ -36,12 +36,41 @@ TEST(TierLayout, CompletingAPartialLayoutPacksWhatComputingItWhole) {
       EXPECT_EQ(completed.liveBound[t], whole.liveBound[t]) << "tier " << t;
     }
     for (const auto &v : (*g)->values())
-      EXPECT_EQ(completed.offsets.lookup(v.get()), whole.offsets.lookup(v.get())) << v->name;
+      EXPECT_EQ(completed.offsets.lookup(v.get()),
+                whole.offsets.lookup(v.get()))
+          << v->name;
     for (unsigned s = 0; s < kNumStreams; ++s)
       EXPECT_EQ(completed.workspaceOffset[s], whole.workspaceOffset[s]);
   }
   EXPECT_GT(whole.peak[static_cast<unsigned>(ir::Tier::Cpu)], 0u);
   EXPECT_GT(whole.peak[static_cast<unsigned>(ir::Tier::Nvme)], 0u);
+}
+
+TEST(TierLayout, APackingTheGraphOutgrewIsPackedAgain) {
+  auto g = ir::parseGraph(kGraph, "t.zir");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  TierLayout partial = computeTierLayout(**g, {ir::Tier::Gpu, ir::Tier::Cpu});
+  // After the packing: %c is made last, and %h moves from the GPU to NVMe.
+  ir::Node *last = nullptr;
+  for (ir::Node *n : (*g)->nodes())
+    last = n;
+  ir::Node *c = (*g)->lookupValue("c")->def;
+  (*g)->moveBefore(c, last);
+  (*g)->lookupValue("h")->tier = ir::Tier::Nvme;
+  TierLayout whole = computeTierLayout(**g);
+  TierLayout completed = completeTierLayout(**g, partial);
+  for (unsigned t = 0; t < 3; ++t)
+    EXPECT_EQ(completed.peak[t], whole.peak[t]) << "tier " << t;
+  for (const auto &v : (*g)->values())
+    EXPECT_EQ(completed.offsets.lookup(v.get()), whole.offsets.lookup(v.get()))
+        << v->name;
+  bool stale = false;
+  for (const auto &v : (*g)->values())
+    stale |= v->tier == ir::Tier::Gpu &&
+             partial.offsets.lookup(v.get()) != whole.offsets.lookup(v.get());
+  stale |= partial.peak[0] != whole.peak[0];
+  EXPECT_TRUE(stale)
+      << "the GPU packing made before the change no longer holds";
 }
 
 } // namespace

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/planning/SearchDriver.h"
 #include "zinc/ir/Parser.h"
+#include "zinc/passes/DoesNotFit.h"
 #include "zinc/passes/PassManager.h"
-#include "zinc/planning/DoesNotFit.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Hardware.h"
 #include "gtest/gtest.h"
@@ -23,12 +23,13 @@ namespace {
 std::string chainText(int layers) {
   std::string text = "graph \"chain\" {\n  input %x : f32[8,64]\n";
   for (int i = 0; i < layers; ++i)
-    text += "  param %w" + std::to_string(i) + " : f32[64,64] init \"w" + std::to_string(i) +
-            "\"\n";
+    text += "  param %w" + std::to_string(i) + " : f32[64,64] init \"w" +
+            std::to_string(i) + "\"\n";
   std::string prev = "%x";
   for (int i = 0; i < layers; ++i) {
     std::string m = "%m" + std::to_string(i), a = "%a" + std::to_string(i);
-    text += "  " + m + " : f32[8,64] = MatMul(" + prev + ", %w" + std::to_string(i) + ")\n";
+    text += "  " + m + " : f32[8,64] = MatMul(" + prev + ", %w" +
+            std::to_string(i) + ")\n";
     text += "  " + a + " : f32[8,64] = Tanh(" + m + ")\n";
     prev = a;
   }
@@ -84,9 +85,12 @@ std::unique_ptr<Planning> scheduledChain(uint64_t gpu) {
     ADD_FAILURE() << llvm::toString(std::move(err));
     return nullptr;
   }
-  ctx.note = [raw = p.get()](const llvm::Twine &msg) { raw->notes.push_back(msg.str()); };
+  ctx.note = [raw = p.get()](const llvm::Twine &msg) {
+    raw->notes.push_back(msg.str());
+  };
   p->instrumentation.verifyEach = true;
-  p->instrumentation.afterPass = [raw = p.get()](const Pass &pass, ir::Graph &) {
+  p->instrumentation.afterPass = [raw = p.get()](const Pass &pass,
+                                                 ir::Graph &) {
     ++raw->runs[pass.getArgument().str()];
     return llvm::Error::success();
   };
@@ -99,11 +103,13 @@ TEST(SearchDriver, KeepsAPlanThatFitsAndSaysHowItIsTimed) {
   ASSERT_TRUE(p);
   ASSERT_FALSE(planning::planMemory(*p->graph, p->ctx));
   ASSERT_TRUE(p->ctx.layout);
-  EXPECT_LE(p->ctx.layout->peak[static_cast<unsigned>(ir::Tier::Gpu)], 256u << 10);
+  EXPECT_LE(p->ctx.layout->peak[static_cast<unsigned>(ir::Tier::Gpu)],
+            256u << 10);
   EXPECT_EQ(p->ctx.memory.optimizerTier, ir::Tier::Nvme);
   EXPECT_GT(p->ctx.memory.prefetchLead, 0) << "the lead the simulation chose";
   ASSERT_EQ(p->notes.size(), 1u);
-  EXPECT_NE(p->notes[0].find("each transfer's time ahead"), std::string::npos) << p->notes[0];
+  EXPECT_NE(p->notes[0].find("each transfer's time ahead"), std::string::npos)
+      << p->notes[0];
   EXPECT_GT(p->runs["allocate"], 1) << "several configurations were lowered";
   EXPECT_EQ(p->runs["insert-transfers"], p->runs["spill"]);
 }
@@ -113,15 +119,17 @@ TEST(SearchDriver, ATrialThatFailsOtherwiseStopsTheSearchWithItsDiagnostic) {
   ASSERT_TRUE(p);
   // The second configuration's spill fails as a bug in a pass would.
   int spills = 0;
-  p->instrumentation.afterPass = [&](const Pass &pass, ir::Graph &) -> llvm::Error {
+  p->instrumentation.afterPass = [&](const Pass &pass,
+                                     ir::Graph &) -> llvm::Error {
     if (pass.getArgument() == "spill" && ++spills == 2)
       return makeError("node 'm3' (MatMul): spill lost a copy");
     return llvm::Error::success();
   };
   llvm::Error err = planning::planMemory(*p->graph, p->ctx);
   ASSERT_TRUE(bool(err));
-  EXPECT_FALSE(err.isA<planning::DoesNotFit>());
-  EXPECT_EQ(llvm::toString(std::move(err)), "pass 'spill': node 'm3' (MatMul): spill lost a copy");
+  EXPECT_FALSE(err.isA<DoesNotFit>());
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "pass 'spill': node 'm3' (MatMul): spill lost a copy");
   EXPECT_EQ(spills, 2) << "no configuration is lowered after the failure";
 }
 
@@ -131,9 +139,10 @@ TEST(SearchDriver, AConfigurationThatDoesNotFitIsSkipped) {
   // Every configuration after the first overflows the GPU: the first is
   // the plan, however much faster the others would have been.
   int allocations = 0;
-  p->instrumentation.afterPass = [&](const Pass &pass, ir::Graph &) -> llvm::Error {
+  p->instrumentation.afterPass = [&](const Pass &pass,
+                                     ir::Graph &) -> llvm::Error {
     if (pass.getArgument() == "allocate" && ++allocations > 1)
-      return llvm::make_error<planning::DoesNotFit>(ir::Tier::Gpu, 2, 1, "too big");
+      return llvm::make_error<DoesNotFit>(ir::Tier::Gpu, 2, "too big");
     return llvm::Error::success();
   };
   ASSERT_FALSE(planning::planMemory(*p->graph, p->ctx));
@@ -146,9 +155,9 @@ TEST(SearchDriver, NothingFitsNamesACapacityThatDoes) {
   auto p = scheduledChain(16 << 10);
   ASSERT_TRUE(p);
   llvm::Error err = planning::planMemory(*p->graph, p->ctx);
-  ASSERT_TRUE(err.isA<planning::DoesNotFit>());
+  ASSERT_TRUE(err.isA<DoesNotFit>());
   uint64_t suggested = 0;
-  llvm::handleAllErrors(std::move(err), [&](const planning::DoesNotFit &e) {
+  llvm::handleAllErrors(std::move(err), [&](const DoesNotFit &e) {
     EXPECT_EQ(e.tier, ir::Tier::Gpu);
     std::string message = e.message;
     size_t at = message.find("--gpu-mem=");
@@ -163,13 +172,23 @@ TEST(SearchDriver, NothingFitsNamesACapacityThatDoes) {
 
 TEST(SearchDriver, AddContextKeepsDoesNotFitsType) {
   llvm::Error err = addContext(
-      llvm::make_error<planning::DoesNotFit>(ir::Tier::Cpu, 2, 1, "needs 2"), "model.onnx");
-  ASSERT_TRUE(err.isA<planning::DoesNotFit>());
-  EXPECT_FALSE(planning::gpuDoesNotFit(err)) << "a CPU overflow is not the GPU's";
+      llvm::make_error<DoesNotFit>(ir::Tier::Cpu, 2, "needs 2"), "model.onnx");
+  ASSERT_TRUE(err.isA<DoesNotFit>());
+  EXPECT_FALSE(lessGpuMayFit(err)) << "a CPU overflow is not the GPU's";
   EXPECT_EQ(llvm::toString(std::move(err)), "model.onnx: needs 2");
-  llvm::Error gpu = llvm::make_error<planning::DoesNotFit>(ir::Tier::Gpu, 2, 1, "needs 2");
-  EXPECT_TRUE(planning::gpuDoesNotFit(gpu));
+  llvm::Error gpu = llvm::make_error<DoesNotFit>(ir::Tier::Gpu, 2, "needs 2");
+  EXPECT_TRUE(lessGpuMayFit(gpu));
   EXPECT_EQ(llvm::toString(std::move(gpu)), "needs 2");
+  auto marked = std::make_unique<DoesNotFit>(ir::Tier::Nvme, 2, "needs 2");
+  marked->lessGpuMayFit = true;
+  llvm::Error retry(std::move(marked));
+  EXPECT_TRUE(lessGpuMayFit(retry))
+      << "the planner saw the GPU overflow elsewhere";
+  llvm::consumeError(std::move(retry));
+  EXPECT_FALSE(
+      unlessDoesNotFit(llvm::make_error<DoesNotFit>(ir::Tier::Gpu, 2, "")));
+  llvm::Error other = unlessDoesNotFit(makeError("a bug"));
+  EXPECT_EQ(llvm::toString(std::move(other)), "a bug");
 }
 
 } // namespace
