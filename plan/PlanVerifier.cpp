@@ -5,11 +5,11 @@
 // `message Instruction` in Plan.proto.
 //
 //===----------------------------------------------------------------------===//
-#include "zinc/plan/PlanNames.h"
 #include "zinc/plan/PlanVerifier.h"
+#include "zinc/ops/OpEffects.h"
+#include "zinc/plan/PlanNames.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/OpEffects.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
@@ -44,7 +44,7 @@ bool isOp(const Instruction &inst, llvm::StringRef op) {
 }
 
 /// Whether an instruction updates its input `index` in place, as its op
-/// declares in ZincOps.def (zinc/support/OpEffects.h).
+/// declares in Ops.def (zinc/ops/OpEffects.h).
 bool inputIsWritten(const Instruction &inst, int index) {
   return opEffects(inst.domain(), inst.op()).writesInput(index);
 }

@@ -1,14 +1,14 @@
 //===- Program.cpp - Plan to memory: arenas, tensor views, kernels --------===//
+#include "zinc/runtime/Program.h"
+#include "zinc/ops/KernelWorkspace.h"
 #include "zinc/plan/PlanNames.h"
 #include "zinc/plan/PlanPaths.h"
-#include "zinc/runtime/Program.h"
-#include "zinc/runtime/comm/Communicator.h"
-#include "zinc/runtime/HostMemory.h"
 #include "zinc/plan/PlanVerifier.h"
+#include "zinc/runtime/HostMemory.h"
 #include "zinc/runtime/WeightLoader.h"
+#include "zinc/runtime/comm/Communicator.h"
 #include "zinc/runtime/storage/AlignedBuffer.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/KernelWorkspace.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <cerrno>

@@ -1,6 +1,12 @@
 //===- ConstantEvaluator.cpp - Evaluates ONNX nodes on known tensors ------===//
+//
+// One evaluator per op or family; an op's Fold column in Ops.def names its
+// evaluator here.
+//
+//===----------------------------------------------------------------------===//
 #include "compiler/frontend/ConstantEvaluator.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <cmath>
 
@@ -702,59 +708,57 @@ static Result evalConstantOfShape(const NodeContext &c) {
   return out;
 }
 
-//===-- Dispatch ----------------------------------------------------------===//
+//===-- Dispatch: the Fold column of Ops.def ------------------------------===//
 
-static bool isUnary(llvm::StringRef op) {
-  static const llvm::StringRef ops[] = {"Neg",   "Abs",        "Sqrt", "Floor",
-                                        "Ceil", "Reciprocal", "Not"};
-  return llvm::is_contained(ops, op);
+static Result evalBinaryOp(const NodeContext &c) {
+  llvm::Optional<BinaryKind> kind = binaryKind(c.node.op_type());
+  return kind ? evalBinary(c, *kind) : llvm::None;
 }
 
-bool canEvaluate(llvm::StringRef op) {
-  static const llvm::StringRef ops[] = {
-      "Identity", "Cast",  "Where",  "Unsqueeze", "Squeeze", "Reshape",
-      "Concat",   "Gather", "Slice", "Expand",    "Range",   "ConstantOfShape",
-      "Transpose"};
-  return binaryKind(op) || isUnary(op) || llvm::is_contained(ops, op);
+static Result evalUnaryOp(const NodeContext &c) {
+  return evalUnary(c, c.node.op_type());
 }
+
+static Result evalIdentity(const NodeContext &c) {
+  return c.input(0) ? withDims(c, *c.input(0), c.input(0)->dims) : llvm::None;
+}
+
+using EvalFn = Result (*)(const NodeContext &);
+
+/// The evaluator of each default-domain op whose Fold column names one.
+static const llvm::StringMap<EvalFn> &evaluators() {
+  static const llvm::StringMap<EvalFn> table = [] {
+    llvm::StringMap<EvalFn> t;
+#define Fold(fn) t[opType] = &fn;
+#define NoFold
+#define ZINC_OP(Op, Types, Backends, Gradient, Flops, Workspace, F)            \
+  {                                                                            \
+    llvm::StringRef opType = #Op;                                              \
+    F                                                                          \
+  }
+#define ZINC_FOLD_ONLY_OP(Op, F)                                               \
+  {                                                                            \
+    llvm::StringRef opType = #Op;                                              \
+    F                                                                          \
+  }
+#include "zinc/ops/Ops.def"
+#undef Fold
+#undef NoFold
+    return t;
+  }();
+  return table;
+}
+
+bool canEvaluate(llvm::StringRef op) { return evaluators().count(op) != 0; }
 
 llvm::Optional<ConstantTensor>
 evaluateNode(const onnx::NodeProto &node,
              llvm::ArrayRef<const ConstantTensor *> inputs, int64_t opset,
              int64_t maxElements) {
-  NodeContext c{node, inputs, opset, maxElements};
-  llvm::StringRef op = node.op_type();
-  if (llvm::Optional<BinaryKind> kind = binaryKind(op))
-    return evalBinary(c, *kind);
-  if (isUnary(op))
-    return evalUnary(c, op);
-  if (op == "Identity")
-    return c.input(0) ? withDims(c, *c.input(0), c.input(0)->dims) : llvm::None;
-  if (op == "Cast")
-    return evalCast(c);
-  if (op == "Where")
-    return evalWhere(c);
-  if (op == "Unsqueeze")
-    return evalUnsqueeze(c);
-  if (op == "Squeeze")
-    return evalSqueeze(c);
-  if (op == "Reshape")
-    return evalReshape(c);
-  if (op == "Concat")
-    return evalConcat(c);
-  if (op == "Gather")
-    return evalGather(c);
-  if (op == "Slice")
-    return evalSlice(c);
-  if (op == "Expand")
-    return evalExpand(c);
-  if (op == "Transpose")
-    return evalTranspose(c);
-  if (op == "Range")
-    return evalRange(c);
-  if (op == "ConstantOfShape")
-    return evalConstantOfShape(c);
-  return llvm::None;
+  auto it = evaluators().find(node.op_type());
+  if (it == evaluators().end())
+    return llvm::None;
+  return it->second(NodeContext{node, inputs, opset, maxElements});
 }
 
 } // namespace zinc::frontend

@@ -1,12 +1,14 @@
 //===- OpSupport.cpp - Which ONNX nodes zinc accepts, from Ops.def --------===//
 //
-// The op list and the element types come from Ops.def. Ops that zinc runs
+// The op list and the element types come from the op definitions
+// (include/zinc/ops/Ops.def). Ops that zinc runs
 // only in some modes get a rule in `opRules`: one line and one function each.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/frontend/OpSupport.h"
 #include "compiler/frontend/AttributeConversion.h"
 #include "compiler/frontend/OnnxUtil.h"
+#include "zinc/ops/OpDefinition.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/Optional.h"
@@ -15,13 +17,12 @@
 namespace zinc::frontend {
 
 /// The element types Ops.def accepts for `opType`; None when zinc does not
-/// implement it.
+/// implement it (an op it only folds from constants included).
 static llvm::Optional<DTypeSet> acceptedTypes(llvm::StringRef opType) {
-#define ZINC_OP(Name, Types, Fn)                                               \
-  if (opType == #Name)                                                         \
-    return dtypes::Types;
-#include "zinc/support/Ops.def"
-  return llvm::None;
+  const ops::OpDefinition *def = ops::lookupOp("", opType);
+  if (!def || def->kind != ops::OpKind::Onnx)
+    return llvm::None;
+  return def->types;
 }
 
 /// True when `name` is a compile-time boolean scalar that is false.

@@ -217,13 +217,13 @@ llvm::Error checkOutputsDefined(const Graph &g, const GraphFacts &facts) {
 }
 
 /// Every op has declared effects: ONNX ops are pure, zinc's own must be in
-/// ZincOps.def, or no pass could know what they write.
+/// Ops.def, or no pass could know what they write.
 llvm::Error checkDeclaredOps(const Graph &g, const GraphFacts &) {
   for (const Node *n : g.nodes())
     if (!lookupOpEffects(n->domain, n->opType))
       return fail(n->describe() + ": '" + n->opType +
                   "' is not an op of the zinc domain (none is declared in "
-                  "ZincOps.def under that name)");
+                  "Ops.def under that name)");
   return llvm::Error::success();
 }
 

@@ -2,10 +2,10 @@
 //
 // Turns a forward graph into one training step: picks the loss and the
 // trainable parameters, appends the backward graph by reverse-mode autodiff
-// (one rule per op type, rules/Rules.def), and appends one optimizer-update
-// node per parameter, which later passes may move to the host. Gradient work
-// is emitted only for values on a path from a trainable parameter to the
-// loss. Training-mode Dropouts get their seeded form first
+// (one rule per op type, its Gradient column in Ops.def), and appends one
+// optimizer-update node per parameter, which later passes may move to the
+// host. Gradient work is emitted only for values on a path from a trainable
+// parameter to the loss. Training-mode Dropouts get their seeded form first
 // (DropoutLowering.h).
 //
 //===----------------------------------------------------------------------===//
@@ -229,8 +229,8 @@ llvm::Expected<bool> BuildTraining::run(ir::Graph &g, PassContext &ctx) {
       continue;
     const autodiff::GradientRule *rule = autodiff::lookupGradientRule(n->opType);
     // zinc-domain ops reach autodiff only from the fusions before it
-    // (fuse-silu); their rules share Rules.def, and no zinc op is named like
-    // an ONNX op.
+    // (fuse-silu); their rules are Ops.def's Gradient column too, and no zinc
+    // op is named like an ONNX op.
     if (!rule || (!n->domain.empty() && n->domain != "zinc"))
       return makeError(n->describe() + ": no gradient rule for op '" + n->opType +
                        "' (freeze the parameters before it with --freeze)");

@@ -10,7 +10,7 @@
 //   zinc.FusedMatMulInto(X, W_1, b_1, Y) {outColumn = n_0}   (writes Y in place)
 //   ...
 // The first piece in program order defines Y; the others update it in
-// place, as their op declares (ZincOps.def), so every pass orders them
+// place, as their op declares (Ops.def), so every pass orders them
 // before Y's readers. Gemm pieces become FusedMatMul (Gemm with beta 1 and a
 // bias vector is that product). Runs after the fusions, so the pieces'
 // biases are already inside their products.

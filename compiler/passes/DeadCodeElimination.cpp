@@ -1,7 +1,7 @@
 //===- DeadCodeElimination.cpp - dce: drops what no graph output needs ----===//
 //
 // A node is live when one of its outputs reaches a graph output, or when it
-// updates an operand in place, as its op declares (zinc/support/OpEffects.h:
+// updates an operand in place, as its op declares (zinc/ops/OpEffects.h:
 // optimizer updates, write-backs). Every other node goes, and then every
 // value nothing uses any more (unused initializers included; graph inputs
 // stay, they are the model's interface).

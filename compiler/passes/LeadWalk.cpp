@@ -1,7 +1,7 @@
 //===- LeadWalk.cpp - Where a timed prefetch is issued, in O(block) a copy ===//
 #include "zinc/passes/LeadWalk.h"
+#include "zinc/ops/OpEffects.h"
 #include "zinc/passes/NodeCost.h"
-#include "zinc/support/OpEffects.h"
 #include <cmath>
 
 namespace zinc::passes {

@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/NvmeQueueOrder.h"
+#include "zinc/ops/OpEffects.h"
 #include "zinc/passes/NodeCost.h"
-#include "zinc/support/OpEffects.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include <algorithm>

@@ -19,7 +19,7 @@
 //            again for backward. A tile's weight is a parameter of its
 //            own (the tile pass), so tiles are gathered one at a time.
 //
-// Collectives are zinc ops with declared effects (ZincOps.def) on the
+// Collectives are zinc ops with declared effects (Ops.def) on the
 // collective stream; the plan's events order them against compute, so
 // they overlap whatever does not touch their bytes. fp16 loss scaling's
 // overflow flag is max-reduced before the updates, so every rank skips

@@ -1,6 +1,6 @@
 //===- TierLayout.cpp - Live intervals and static offsets per memory tier -===//
 #include "zinc/passes/TierLayout.h"
-#include "zinc/support/KernelWorkspace.h"
+#include "zinc/ops/KernelWorkspace.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <cassert>

@@ -32,7 +32,7 @@ Writes, next to this script:
 
 Regenerate (deterministic: fixed seeds, single thread):
   /usr/bin/python3 examples/gpt/export_gpt.py
-It checks that every op of the exported graph is in include/zinc/support/Ops.def
+It checks that every op of the exported graph is in include/zinc/ops/Ops.def
 and prints the op histogram; it exits 1 if an op is missing from that list.
 """
 
@@ -176,7 +176,7 @@ def make_data(seed=SEED):
 
 
 def zinc_ops():
-    path = os.path.join(ROOT, "include", "zinc", "support", "Ops.def")
+    path = os.path.join(ROOT, "include", "zinc", "ops", "Ops.def")
     with open(path) as f:
         return set(re.findall(r"^\s*ZINC_OP\(\s*(\w+)\s*,", f.read(), re.M))
 
@@ -250,7 +250,7 @@ def main():
     print("step-0 loss %.6f (log(vocab) = %.4f); AdamW losses %.4f -> %.4f"
           % (forward[0], math.log(VOCAB), train_losses[0], train_losses[-1]))
     if missing:
-        print("error: ops not in include/zinc/support/Ops.def: %s" % ", ".join(missing),
+        print("error: ops not in include/zinc/ops/Ops.def: %s" % ", ".join(missing),
               file=sys.stderr)
         return 1
     return 0

@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/runtime/comm/StagedCommunicator.h"
+#include "zinc/ops/KernelWorkspace.h"
 #include "zinc/runtime/comm/StagingPlan.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/KernelWorkspace.h"
 #include <algorithm>
 #include <string>
 #include <vector>

@@ -53,7 +53,7 @@ llvm::Error runSumGradSquares(const KernelCall &call) {
   const float inv = scale ? static_cast<float>(1.0 / *scale->as<float>()) : 1.0f;
   TensorRef *sum = call.updated(0);
   if (!sum)
-    return makeError("SumGradSquares: the sum is not declared written (ZincOps.def)");
+    return makeError("SumGradSquares: the sum is not declared written (Ops.def)");
   double total = call.attrs.getInt("accumulate", 0) != 0 ? *start->as<float>() : 0.0;
   for (size_t k = 2; k < call.inputs.size(); ++k) {
     const TensorRef *g = call.inputs[k];

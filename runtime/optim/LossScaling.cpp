@@ -106,7 +106,7 @@ llvm::Error runCheckFiniteGrads(const KernelCall &call) {
   }
   TensorRef *flag = call.updated(0);
   if (!flag)
-    return makeError("CheckFiniteGrads: found_inf is not declared written (ZincOps.def)");
+    return makeError("CheckFiniteGrads: found_inf is not declared written (Ops.def)");
   *flag->as<float>() = found ? 1.0f : 0.0f;
   return llvm::Error::success();
 }
@@ -123,7 +123,7 @@ llvm::Error runUpdateLossScale(const KernelCall &call) {
             *appliedRef = call.updated(3);
   if (!scaleRef || !trackerRef || !appliedRef)
     return makeError("UpdateLossScale: scale, growth tracker and applied steps are not "
-                     "declared written (ZincOps.def)");
+                     "declared written (Ops.def)");
   float &scale = *scaleRef->as<float>();
   int64_t &tracker = *trackerRef->as<int64_t>();
   bool foundInf = *call.inputs[2]->as<float>() != 0;

@@ -104,7 +104,7 @@ static llvm::Expected<Extras> checkOperands(const KernelCall &call, size_t state
     e.copy = call.updated(first);
     if (!e.copy)
       return makeError(call.opType + ": operand " + llvm::Twine(first) +
-                       " (the compute copy) is not declared written (ZincOps.def)");
+                       " (the compute copy) is not declared written (Ops.def)");
   }
   const TensorRef *foundInf = call.input(first + 1), *scale = call.input(first + 2),
                   *applied = call.input(first + 3);
@@ -185,7 +185,7 @@ static llvm::Error adam(const KernelCall &call, bool decoupled) {
   TensorRef *param = call.updated(0), *expAvg = call.updated(2), *expAvgSq = call.updated(3);
   if (!param || !expAvg || !expAvgSq)
     return makeError(call.opType + ": the parameter and moments are not declared written "
-                                   "(ZincOps.def)");
+                                   "(Ops.def)");
   buffers.param = param->as<float>();
   buffers.grad = call.inputs[1]->data;
   buffers.gradFormat = floatFormat(call.inputs[1]->dtype);
@@ -211,11 +211,11 @@ llvm::Error runSGD(const KernelCall &call) {
     return llvm::Error::success();
   TensorRef *paramRef = call.updated(0);
   if (!paramRef)
-    return makeError(call.opType + ": the parameter is not declared written (ZincOps.def)");
+    return makeError(call.opType + ": the parameter is not declared written (Ops.def)");
   float *param = paramRef->as<float>();
   TensorRef *bufRef = call.input(2) ? call.updated(2) : nullptr;
   if (call.input(2) && !bufRef)
-    return makeError(call.opType + ": the momentum buffer is not declared written (ZincOps.def)");
+    return makeError(call.opType + ": the momentum buffer is not declared written (Ops.def)");
   float *buf = bufRef ? bufRef->as<float>() : nullptr;
   TensorRef *copy = extras->copy;
   int64_t n = call.inputs[0]->numElements();

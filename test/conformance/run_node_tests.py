@@ -47,7 +47,7 @@ can never silently shrink. A test that passes but is not listed is reported
 
 Output: one line per test that did not pass, with its reason; then the tests
 refused as unsupported although every op they use is listed in
-include/zinc/support/Ops.def ("supported op refused", with the diagnostic, so
+include/zinc/ops/Ops.def ("supported op refused", with the diagnostic, so
 a reader can check it says why: a dtype, an attribute, ...); then the pass
 list's regressions and newly passing tests; then the summary line
 `conformance: P passed, F failed, U unsupported, C crashed`.
@@ -82,7 +82,7 @@ import safetensors_io as st  # noqa: E402
 
 DEFAULT_DATA_ROOT = "/usr/share/libonnx-testdata/data"
 SUITES = ("node", "pytorch-converted", "simple")
-OPS_DEF = os.path.join(ROOT, "include", "zinc", "support", "Ops.def")
+OPS_DEF = os.path.join(ROOT, "include", "zinc", "ops", "Ops.def")
 DEFAULT_PASS_LIST = os.path.join(HERE, "pass_list.txt")
 
 RTOL = 1e-3

@@ -1,4 +1,4 @@
-//===- GradientRules.cpp - Op type to gradient rule, from Rules.def -------===//
+//===- GradientRules.cpp - Op type to gradient rule, from Ops.def ---------===//
 #include "zinc/passes/autodiff/GradientRules.h"
 #include "rules/Rules.h"
 #include "llvm/ADT/StringMap.h"
@@ -8,10 +8,27 @@ namespace zinc::autodiff {
 const GradientRule *lookupGradientRule(llvm::StringRef opType) {
   static const llvm::StringMap<GradientRule> table = [] {
     llvm::StringMap<GradientRule> t;
-#define ZINC_GRADIENT(Op, Fn) t[#Op] = {RuleKind::Rule, &Fn};
-#define ZINC_ZERO_GRADIENT(Op) t[#Op] = {RuleKind::ZeroGradient, nullptr};
-#define ZINC_NOT_DIFFERENTIABLE(Op) t[#Op] = {RuleKind::NotDifferentiable, nullptr};
-#include "rules/Rules.def"
+    // Keyed by op type alone: zinc's ops with rules (the fusions' Silu,
+    // RmsNorm, ...) are named like no ONNX op.
+#define Rule(fn) t[opType] = {RuleKind::Rule, &fn};
+#define ZeroGradient t[opType] = {RuleKind::ZeroGradient, nullptr};
+#define NotDifferentiable t[opType] = {RuleKind::NotDifferentiable, nullptr};
+#define NoGradient
+#define ZINC_OP(Op, Types, Backends, Gradient, Flops, Workspace, Fold)         \
+  {                                                                            \
+    llvm::StringRef opType = #Op;                                              \
+    Gradient                                                                   \
+  }
+#define ZINC_ZOP(Op, Effects, Traits, Backends, Gradient, Flops, Workspace)    \
+  {                                                                            \
+    llvm::StringRef opType = #Op;                                              \
+    Gradient                                                                   \
+  }
+#include "zinc/ops/Ops.def"
+#undef Rule
+#undef ZeroGradient
+#undef NotDifferentiable
+#undef NoGradient
     return t;
   }();
   auto it = table.find(opType);

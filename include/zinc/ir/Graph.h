@@ -8,9 +8,9 @@
 #ifndef ZINC_IR_GRAPH_H
 #define ZINC_IR_GRAPH_H
 
+#include "zinc/ops/OpEffects.h"
 #include "zinc/support/Attribute.h"
 #include "zinc/support/DType.h"
-#include "zinc/support/OpEffects.h"
 #include "zinc/support/Sharding.h"
 #include "zinc/support/Tier.h"
 #include "llvm/ADT/STLExtras.h"
@@ -195,7 +195,7 @@ struct Node : public llvm::ilist_node<Node> {
   /// Points every input that reads `from` at `to`; whether any did.
   bool replaceUsesOfWith(Value *from, Value *to);
 
-  /// The op's declared effects (zinc/support/OpEffects.h).
+  /// The op's declared effects (zinc/ops/OpEffects.h).
   const OpEffects &effects() const { return opEffects(domain, opType); }
   /// Whether the node updates its input `i` in place, as declared.
   bool writesInput(unsigned i) const {

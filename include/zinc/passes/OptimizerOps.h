@@ -3,18 +3,21 @@
 #define ZINC_PASSES_OPTIMIZEROPS_H
 
 #include "zinc/ir/Graph.h"
+#include "zinc/ops/OpDefinition.h"
 
 namespace zinc {
 
-/// zinc.AdamW / zinc.Adam / zinc.SGD: (param, grad, states..., extras...)
-/// updated in place.
+/// An op with the OptimizerUpdate trait in Ops.def (zinc.AdamW, zinc.Adam,
+/// zinc.SGD): (param, grad, states..., extras...) updated in place.
 inline bool isOptimizerNode(const ir::Node &n) {
-  return n.domain == "zinc" &&
-         (n.opType == "AdamW" || n.opType == "Adam" || n.opType == "SGD");
+  if (n.domain != kZincDomain)
+    return false;
+  const ops::OpDefinition *def = ops::lookupOp(n.domain, n.opType);
+  return def && def->hasTrait(ops::OptimizerUpdate);
 }
 
 /// The extras of an optimizer node follow (param, grad, states), in this
-/// order (ZincOps.def); an absent one is a null operand, or missing at the
+/// order (Ops.def); an absent one is a null operand, or missing at the
 /// end.
 enum class OptimizerExtra : unsigned {
   ComputeCopy = 0, ///< mixed precision's copy, written with the master

@@ -1,14 +1,14 @@
 //===- Collectives.cpp - AllReduce, ReduceScatter, AllGather, ShardOf -----===//
 //
-// The data-parallel ops of the partition pass (ZincOps.def), over the call's
+// The data-parallel ops of the partition pass (Ops.def), over the call's
 // communicator (zinc/runtime/comm/Communicator.h); without one (a single
 // rank) they are what one rank's collective is: a copy.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
+#include "zinc/ops/KernelWorkspace.h"
 #include "zinc/runtime/comm/Communicator.h"
 #include "zinc/support/Error.h"
-#include "zinc/support/KernelWorkspace.h"
 #include <cstring>
 
 namespace zinc::cpu {

@@ -1,6 +1,6 @@
 //===- Collectives.cpp - AllReduce, ReduceScatter, AllGather, ShardOf -----===//
 //
-// The partition pass's data-parallel ops (ZincOps.def) on device tensors,
+// The partition pass's data-parallel ops (Ops.def) on device tensors,
 // over the call's device communicator (CudaKernelCall::comm); a bucket (an
 // instruction of several tensors) is one group of it. The cpu kernels'
 // checks and semantics (cpu/kernels/Collectives.cpp); without a

@@ -3,6 +3,8 @@
 #include "zinc/support/Error.h"
 #include "llvm/ADT/StringMap.h"
 #include <algorithm>
+#include <string_view>
+#include <vector>
 
 namespace zinc::cuda {
 
@@ -18,6 +20,17 @@ CudaKernelFn lookupCudaKernel(llvm::StringRef domain, llvm::StringRef opType) {
   const Table &table = domain == kZincDomain ? tables.second : tables.first;
   auto it = table.find(opType);
   return it == table.end() ? nullptr : it->second;
+}
+
+llvm::ArrayRef<RegisteredCudaKernel> registeredCudaKernels() {
+  static const std::vector<RegisteredCudaKernel> all = {
+#define ZINC_CUDA_OP(Domain, OpType, Fn)                                       \
+  {std::string_view(#Domain) == "Zinc" ? llvm::StringRef(kZincDomain)          \
+                                       : llvm::StringRef(),                    \
+   #OpType},
+#include "CudaOps.def"
+  };
+  return all;
 }
 
 llvm::Error cudaKernelError(const llvm::Twine &msg) { return makeError(msg); }

@@ -662,7 +662,7 @@ static llvm::Expected<Extras> checkOperands(const CudaKernelCall &call,
     if (!e.copy)
       return cudaKernelError(
           call.opType + ": operand " + Twine(first) +
-          " (the compute copy) is not declared written (ZincOps.def)");
+          " (the compute copy) is not declared written (Ops.def)");
   }
   const DeviceTensor *foundInf = call.input(first + 1),
                      *scale = call.input(first + 2),
@@ -709,7 +709,7 @@ static Error adam(const CudaKernelCall &call, bool decoupled) {
   if (!param || !expAvg || !expAvgSq)
     return cudaKernelError(call.opType +
                            ": the parameter and moments are not declared "
-                           "written (ZincOps.def)");
+                           "written (Ops.def)");
   // A delayed update has nothing to apply before its first gradient; an
   // overflowed step is skipped on the device.
   if (call.step <= extras->delayed)
@@ -762,12 +762,12 @@ Error runSGD(const CudaKernelCall &call) {
   if (!param)
     return cudaKernelError(call.opType +
                            ": the parameter is not declared written "
-                           "(ZincOps.def)");
+                           "(Ops.def)");
   DeviceTensor *buf = call.input(2) ? call.updated(2) : nullptr;
   if (call.input(2) && !buf)
     return cudaKernelError(call.opType +
                            ": the momentum buffer is not declared written "
-                           "(ZincOps.def)");
+                           "(Ops.def)");
   if (call.step <= extras->delayed)
     return Error::success();
   SgdConstants k;
@@ -851,7 +851,7 @@ Error runCheckFiniteGrads(const CudaKernelCall &call) {
   DeviceTensor *flagRef = call.updated(0);
   if (!flagRef)
     return cudaKernelError(
-        "CheckFiniteGrads: found_inf is not declared written (ZincOps.def)");
+        "CheckFiniteGrads: found_inf is not declared written (Ops.def)");
   float *flag = static_cast<float *>(flagRef->data);
   const float *scale = static_cast<const float *>(call.inputs[1]->data);
   // Only an optimizer step's first micro-batch starts the flag afresh: an
@@ -921,7 +921,7 @@ Error runSumGradSquares(const CudaKernelCall &call) {
   DeviceTensor *sumRef = call.updated(0);
   if (!sumRef)
     return cudaKernelError(
-        "SumGradSquares: the sum is not declared written (ZincOps.def)");
+        "SumGradSquares: the sum is not declared written (Ops.def)");
   size_t grads = 0;
   for (size_t k = 2; k < call.inputs.size(); ++k) {
     const DeviceTensor *g = call.inputs[k];
@@ -970,7 +970,7 @@ Error runUpdateLossScale(const CudaKernelCall &call) {
   if (!scale || !tracker || !applied)
     return cudaKernelError("UpdateLossScale: scale, growth tracker and "
                            "applied steps are not declared written "
-                           "(ZincOps.def)");
+                           "(Ops.def)");
   updateLossScaleKernel<<<1, 1, 0, call.stream>>>(
       static_cast<float *>(scale->data), static_cast<int64_t *>(tracker->data),
       static_cast<const float *>(call.inputs[2]->data),

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "PlanBuilder.h"
-#include "zinc/support/KernelWorkspace.h"
+#include "zinc/ops/KernelWorkspace.h"
 #include <csignal>
 
 using namespace zinc;

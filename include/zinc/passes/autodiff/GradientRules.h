@@ -18,7 +18,7 @@ struct GradientRule {
   GradientRuleFn fn = nullptr;
 };
 
-/// The rule registered for an ONNX op type in rules/Rules.def, or null.
+/// The rule an op type's Gradient column in Ops.def names, or null.
 const GradientRule *lookupGradientRule(llvm::StringRef opType);
 
 } // namespace zinc::autodiff

@@ -2,10 +2,10 @@
 #ifndef ZINC_RUNTIME_CPU_KERNEL_H
 #define ZINC_RUNTIME_CPU_KERNEL_H
 
+#include "zinc/ops/KernelWorkspace.h"
+#include "zinc/ops/OpEffects.h"
 #include "zinc/support/Attribute.h"
 #include "zinc/support/DType.h"
-#include "zinc/support/KernelWorkspace.h"
-#include "zinc/support/OpEffects.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -110,7 +110,7 @@ struct KernelCall {
     return i < outputs.size() ? outputs[i] : nullptr;
   }
 
-  /// What the op declares it writes (ZincOps.def), set by the executor;
+  /// What the op declares it writes (Ops.def), set by the executor;
   /// null: looked up as a zinc op (only zinc ops update in place).
   const OpEffects *effects = nullptr;
   /// Input `i` for writing in place: only an input the op declares written
@@ -139,11 +139,20 @@ struct KernelCall {
 /// the executor adds the node's name.
 using KernelFn = llvm::Error (*)(const KernelCall &);
 
-/// The kernel for an ONNX op type, or null. Built from support/Ops.def.
+/// The kernel for an ONNX op type, or null. The backend's own table,
+/// runtime/cpu/kernels/CpuKernels.def.
 KernelFn lookupKernel(llvm::StringRef opType);
-/// The kernel for an op of zinc's own domain ("zinc"), or null. Built from
-/// support/ZincOps.def.
+/// The kernel for an op of zinc's own domain ("zinc"), or null.
 KernelFn lookupZincKernel(llvm::StringRef opType);
+
+/// One op the cpu backend has a kernel for: `domain` "" (ONNX) or "zinc".
+struct RegisteredKernel {
+  llvm::StringRef domain;
+  llvm::StringRef opType;
+};
+/// Every op of CpuKernels.def, in its order (for the test that it agrees
+/// with the op definitions' Backends column).
+llvm::ArrayRef<RegisteredKernel> registeredKernels();
 
 } // namespace zinc::cpu
 

@@ -11,10 +11,10 @@
 #ifndef ZINC_RUNTIME_CUDA_CUDAKERNEL_H
 #define ZINC_RUNTIME_CUDA_CUDAKERNEL_H
 
+#include "zinc/ops/OpEffects.h"
 #include "zinc/runtime/cuda/CublasLtGemm.h"
 #include "zinc/runtime/cuda/DeviceTensor.h"
 #include "zinc/support/Attribute.h"
-#include "zinc/support/OpEffects.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
@@ -59,7 +59,7 @@ struct CudaKernelCall {
   /// pieces in order with scratch<T>(), nothing outlives the call.
   void *workspace = nullptr;
   uint64_t workspaceBytes = 0;
-  /// What the op declares it writes (ZincOps.def), set by the executor.
+  /// What the op declares it writes (Ops.def), set by the executor.
   const OpEffects *effects = nullptr;
   /// The ranks' communicator over device memory, its collectives queued on
   /// `stream` (NCCL, or MPI staged through the host); null for one rank.
@@ -104,6 +104,15 @@ using CudaKernelFn = llvm::Error (*)(const CudaKernelCall &);
 
 /// The cuda kernel of an op, or null: `domain` is "" (ONNX) or "zinc".
 CudaKernelFn lookupCudaKernel(llvm::StringRef domain, llvm::StringRef opType);
+
+/// One op the cuda backend has a kernel for: `domain` "" (ONNX) or "zinc".
+struct RegisteredCudaKernel {
+  llvm::StringRef domain;
+  llvm::StringRef opType;
+};
+/// Every op of CudaOps.def, in its order (for the test that it agrees with
+/// the op definitions' Backends column).
+llvm::ArrayRef<RegisteredCudaKernel> registeredCudaKernels();
 
 /// An error whose message is `msg`.
 llvm::Error cudaKernelError(const llvm::Twine &msg);

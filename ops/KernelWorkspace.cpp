@@ -1,13 +1,15 @@
 //===- KernelWorkspace.cpp - The scratch bytes a cpu kernel call takes ----===//
 //
 // One function per kernel family that takes scratch, each mirroring the
-// pieces its kernel takes (the kernels' files say which). A call the kernel
+// pieces its kernel takes (the kernels' files say which); an op's Workspace
+// column in Ops.def names its function. A call the kernel
 // would refuse (bad shapes, unsupported types) needs nothing. The cpu
 // kernels' unit tests run every call with exactly this many bytes, so a
 // kernel that takes more than counted here fails there.
 //
 //===----------------------------------------------------------------------===//
-#include "zinc/support/KernelWorkspace.h"
+#include "zinc/ops/KernelWorkspace.h"
+#include "zinc/ops/OpDefinition.h"
 #include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -363,64 +365,81 @@ static uint64_t gatherGradBytes(Operands ins) {
   return 2 * piece(count, 8) + piece(count + 1, 8);
 }
 
+//===----------------------------------------------------------------------===//
+// The Workspace column of Ops.def
+//===----------------------------------------------------------------------===//
+
+namespace ops::workspace {
+
+uint64_t matMul(const WorkspaceQuery &q) {
+  return matMulBytes(q.inputs, q.attrs);
+}
+uint64_t gemm(const WorkspaceQuery &q) { return gemmBytes(q.inputs, q.attrs); }
+uint64_t conv(const WorkspaceQuery &q) {
+  return convBytes(q.op, q.inputs, q.outputs, q.attrs);
+}
+uint64_t layerNorm(const WorkspaceQuery &q) {
+  return layerNormBytes(q.inputs, q.attrs);
+}
+uint64_t layerNormGrad(const WorkspaceQuery &q) {
+  return layerNormGradBytes(q.inputs, q.outputs, q.attrs);
+}
+uint64_t batchNorm(const WorkspaceQuery &q) {
+  return batchNormBytes(q.inputs, q.attrs);
+}
+uint64_t batchNormGrad(const WorkspaceQuery &q) {
+  return batchNormGradBytes(q.inputs);
+}
+uint64_t softmaxCrossEntropy(const WorkspaceQuery &q) {
+  return lossBytes(/*softmax=*/true, q.inputs);
+}
+uint64_t nllLoss(const WorkspaceQuery &q) {
+  return lossBytes(/*softmax=*/false, q.inputs);
+}
+uint64_t softmaxCrossEntropyGrad(const WorkspaceQuery &q) {
+  return lossGradBytes(/*softmax=*/true, q.outputs, q.attrs);
+}
+uint64_t nllLossGrad(const WorkspaceQuery &q) {
+  return lossGradBytes(/*softmax=*/false, q.outputs, q.attrs);
+}
+uint64_t reduce(const WorkspaceQuery &q) {
+  return reduceBytes(q.inputs, q.outputs, q.attrs);
+}
+uint64_t reduceMaxGrad(const WorkspaceQuery &q) {
+  return piece(elements(operand(q.inputs, 1)), 8);
+}
+uint64_t pool(const WorkspaceQuery &q) {
+  return poolBytes(operand(q.outputs, 0), nullptr);
+}
+uint64_t poolGrad(const WorkspaceQuery &q) {
+  return poolBytes(operand(q.inputs, 0), operand(q.outputs, 0));
+}
+uint64_t gatherGrad(const WorkspaceQuery &q) {
+  return gatherGradBytes(q.inputs);
+}
+
+/// AllReduce and ReduceScatter: 16-bit sums and means go through f32 a chunk
+/// at a time; a bucket's tensors one after another, through the same chunk.
+uint64_t collective(const WorkspaceQuery &q) {
+  if (q.attrs.getString("op", "sum") == "max")
+    return 0;
+  int64_t chunk = 0;
+  for (size_t i = 0; i < q.inputs.size(); ++i)
+    if (const KernelOperand *x = operand(q.inputs, i); x && isFloat16(x->dtype))
+      chunk = std::max<int64_t>(
+          chunk, std::min<int64_t>(elements(x), kCollectiveChunkElements));
+  return chunk ? piece(chunk, 4) : 0;
+}
+
+} // namespace ops::workspace
+
 uint64_t kernelWorkspaceBytes(llvm::StringRef domain, llvm::StringRef op,
                               int64_t opsetVersion, Operands ins, Operands outs,
                               const AttributeList &attrs) {
-  (void)opsetVersion; // no kernel's scratch depends on it yet
-  if (domain.empty()) {
-    if (op == "MatMul")
-      return matMulBytes(ins, attrs);
-    if (op == "Gemm")
-      return gemmBytes(ins, attrs);
-    if (op == "Conv" || op == "ConvTranspose")
-      return convBytes(op, ins, outs, attrs);
-    if (op == "LayerNormalization")
-      return layerNormBytes(ins, attrs);
-    if (op == "BatchNormalization")
-      return batchNormBytes(ins, attrs);
-    if (op == "SoftmaxCrossEntropyLoss")
-      return lossBytes(/*softmax=*/true, ins);
-    if (op == "NegativeLogLikelihoodLoss")
-      return lossBytes(/*softmax=*/false, ins);
-    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" ||
-        op == "ReduceL2")
-      return reduceBytes(ins, outs, attrs);
-    if (op == "MaxPool" || op == "AveragePool")
-      return poolBytes(operand(outs, 0), nullptr);
+  const ops::OpDefinition *def = ops::lookupOp(domain, op);
+  if (!def || !def->workspace)
     return 0;
-  }
-  if (domain != "zinc")
-    return 0;
-  if (op == "AllReduce" || op == "ReduceScatter") {
-    // 16-bit sums and means go through f32 a chunk at a time; a bucket's
-    // tensors one after another, through the same chunk.
-    if (attrs.getString("op", "sum") == "max")
-      return 0;
-    int64_t chunk = 0;
-    for (size_t i = 0; i < ins.size(); ++i)
-      if (const KernelOperand *x = operand(ins, i); x && isFloat16(x->dtype))
-        chunk = std::max<int64_t>(chunk, std::min<int64_t>(elements(x), kCollectiveChunkElements));
-    return chunk ? piece(chunk, 4) : 0;
-  }
-  if (op.startswith("Conv"))
-    return convBytes(op, ins, outs, attrs);
-  if (op == "FusedMatMul" || op == "FusedMatMulInto")
-    return matMulBytes(ins, attrs);
-  if (op == "LayerNormalizationGrad")
-    return layerNormGradBytes(ins, outs, attrs);
-  if (op == "BatchNormalizationGrad")
-    return batchNormGradBytes(ins);
-  if (op == "SoftmaxCrossEntropyLossGrad")
-    return lossGradBytes(/*softmax=*/true, outs, attrs);
-  if (op == "NegativeLogLikelihoodLossGrad")
-    return lossGradBytes(/*softmax=*/false, outs, attrs);
-  if (op == "MaxPoolGrad" || op == "AveragePoolGrad")
-    return poolBytes(operand(ins, 0), operand(outs, 0));
-  if (op == "GatherGrad")
-    return gatherGradBytes(ins);
-  if (op == "ReduceMaxGrad")
-    return piece(elements(operand(ins, 1)), 8);
-  return 0;
+  return def->workspace(WorkspaceQuery{op, opsetVersion, ins, outs, attrs});
 }
 
 } // namespace zinc

@@ -8,12 +8,13 @@
 // stream's workspace as the largest need of its kernels, the runtime checks
 // the plan against it at load and gives each call exactly that many bytes,
 // and the kernels carve their pieces with the same rounding
-// (workspacePiece). It lives in the support library because the compiler
-// needs it and must not link the kernels (as with Ops.def).
+// (workspacePiece). Which function sizes an op is its Workspace column in
+// Ops.def; this library (zinc_ops) is what the compiler and the runtime both
+// read, so the compiler links no kernel.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZINC_SUPPORT_KERNELWORKSPACE_H
-#define ZINC_SUPPORT_KERNELWORKSPACE_H
+#ifndef ZINC_OPS_KERNELWORKSPACE_H
+#define ZINC_OPS_KERNELWORKSPACE_H
 
 #include "zinc/support/Attribute.h"
 #include "zinc/support/DType.h"
@@ -67,6 +68,18 @@ inline int64_t convLinesPerTile(int64_t rows, int64_t len, int64_t lines) {
 /// gradients may pass 65504 when their mean does not), this many elements
 /// at a time: at most 4 MiB of workspace.
 constexpr int64_t kCollectiveChunkElements = int64_t(1) << 20;
+
+/// One kernel call as its workspace function sees it.
+struct WorkspaceQuery {
+  llvm::StringRef op;
+  int64_t opsetVersion = 0;
+  llvm::ArrayRef<KernelOperand> inputs;
+  llvm::ArrayRef<KernelOperand> outputs;
+  const AttributeList &attrs;
+};
+
+/// An op's Workspace column (Ops.def): the bytes of one call.
+using WorkspaceFn = uint64_t (*)(const WorkspaceQuery &);
 
 /// Bytes of workspace the cpu kernel of `domain`.`op` takes for one call
 /// with these operands and attributes: the sum of its pieces, each rounded

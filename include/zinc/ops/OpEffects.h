@@ -3,12 +3,12 @@
 // One declaration, read by every pass, the plan emitter, the plan verifier
 // and the runtime: which inputs an op only reads and which it updates in
 // place. ONNX ops are pure (they read their inputs and write only their
-// outputs); zinc's own ops declare their effects in ZincOps.def. Nothing in
+// outputs); zinc's own ops declare their effects in Ops.def. Nothing in
 // zinc infers effects from a node's outputs.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZINC_SUPPORT_OPEFFECTS_H
-#define ZINC_SUPPORT_OPEFFECTS_H
+#ifndef ZINC_OPS_OPEFFECTS_H
+#define ZINC_OPS_OPEFFECTS_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLExtras.h"
@@ -25,7 +25,7 @@ struct OpEffects {
   /// ascending. Positions past an instance's inputs, or naming an absent
   /// optional input, write nothing.
   llvm::ArrayRef<unsigned> writtenInputs;
-  /// Every input is updated in place: ZINC_WRITES_ALL (a bucket of
+  /// Every input is updated in place: WritesAll (a bucket of
   /// in-place collectives), or the conservative answer about an undeclared
   /// op.
   bool writesEveryInput = false;
@@ -41,7 +41,7 @@ struct OpEffects {
   }
 };
 
-/// The effects of an op, or null for a zinc-domain op that ZincOps.def does
+/// The effects of an op, or null for a zinc-domain op that Ops.def does
 /// not declare (the IR verifier refuses those). Every default-domain (ONNX)
 /// op is pure.
 const OpEffects *lookupOpEffects(llvm::StringRef domain, llvm::StringRef opType);

@@ -1,5 +1,5 @@
 //===- OpEffectsTest.cpp - The declared effects of zinc's ops -------------===//
-#include "zinc/support/OpEffects.h"
+#include "zinc/ops/OpEffects.h"
 #include "gtest/gtest.h"
 
 using namespace zinc;
