@@ -40,23 +40,35 @@ llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g,
   return plan::simulatePlan(*plan, *ctx.hardware);
 }
 
+llvm::Expected<llvm::Optional<Lowered>>
+lowerAndPredict(ir::Graph &g, const PlanConfig &config,
+                const passes::PassContext &base,
+                llvm::ArrayRef<llvm::StringRef> passes) {
+  auto layout = runMemoryPasses(g, config, base, passes);
+  if (!layout) {
+    if (llvm::Error err = passes::unlessDoesNotFit(layout.takeError()))
+      return std::move(err);
+    return llvm::None;
+  }
+  auto predicted = predictStep(g, **layout, base);
+  if (!predicted)
+    return predicted.takeError();
+  return Lowered{std::move(*layout), std::move(*predicted)};
+}
+
 llvm::Expected<llvm::Optional<Candidate>>
 lowerCandidate(const ir::Graph &homed, const PlanConfig &config,
                const passes::PassContext &base) {
   Candidate candidate;
   candidate.config = config;
   candidate.graph = homed.clone();
-  auto layout = runMemoryPasses(*candidate.graph, config, base, kMemoryPasses);
-  if (!layout) {
-    if (llvm::Error err = passes::unlessDoesNotFit(layout.takeError()))
-      return std::move(err);
+  auto lowered = lowerAndPredict(*candidate.graph, config, base, kMemoryPasses);
+  if (!lowered)
+    return lowered.takeError();
+  if (!*lowered)
     return llvm::None;
-  }
-  candidate.layout = std::move(*layout);
-  auto predicted = predictStep(*candidate.graph, *candidate.layout, base);
-  if (!predicted)
-    return predicted.takeError();
-  candidate.predicted = std::move(*predicted);
+  candidate.layout = std::move((*lowered)->layout);
+  candidate.predicted = std::move((*lowered)->predicted);
   return std::move(candidate);
 }
 

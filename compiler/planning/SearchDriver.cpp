@@ -335,20 +335,15 @@ SearchDriver::hoistRounds(ir::Graph &current, const PlanConfig &config,
         passes::hoistIntoStalls(*trial, predicted.timeline, minStall);
     if (!moved)
       break;
-    auto allocated = runMemoryPasses(*trial, config, ctx, {"allocate"});
-    if (!allocated) {
-      if (llvm::Error err = passes::unlessDoesNotFit(allocated.takeError()))
-        return std::move(err);
-      break;
-    }
-    auto step = predictStep(*trial, **allocated, ctx);
-    if (!step)
-      return step.takeError();
-    if (!(step->stepSeconds < predicted.stepSeconds * (1 - kMinGain)))
+    auto allocated = lowerAndPredict(*trial, config, ctx, {"allocate"});
+    if (!allocated)
+      return allocated.takeError();
+    if (!*allocated || !((*allocated)->predicted.stepSeconds <
+                         predicted.stepSeconds * (1 - kMinGain)))
       break;
     current.swap(*trial); // Its values are now current's, so the layout holds.
-    layout = std::move(*allocated);
-    predicted = std::move(*step);
+    layout = std::move((*allocated)->layout);
+    predicted = std::move((*allocated)->predicted);
     total += moved;
   }
   return total;
@@ -482,18 +477,13 @@ llvm::Expected<uint64_t> SearchDriver::chooseBucketSize(PlanConfig config) {
     config.applyTo(mem);
     if (auto placed = applyPlacement(*trial, mem); !placed)
       return placed.takeError();
-    auto layout = runMemoryPasses(*trial, config, ctx, kMemoryPasses);
-    if (!layout) {
-      if (llvm::Error err = passes::unlessDoesNotFit(layout.takeError()))
-        return std::move(err);
-      break;
-    }
-    auto predicted = predictStep(*trial, **layout, ctx);
-    if (!predicted)
-      return predicted.takeError();
-    if (!(predicted->stepSeconds < bestStep * (1 - kMinGain)))
+    auto lowered = lowerAndPredict(*trial, config, ctx, kMemoryPasses);
+    if (!lowered)
+      return lowered.takeError();
+    if (!*lowered ||
+        !((*lowered)->predicted.stepSeconds < bestStep * (1 - kMinGain)))
       break; // Larger ones would save little more, holding more memory.
-    bestStep = predicted->stepSeconds;
+    bestStep = (*lowered)->predicted.stepSeconds;
     chosen = bytes;
   }
   return chosen;

@@ -34,6 +34,19 @@ llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g,
                                              const TierLayout &layout,
                                              const passes::PassContext &ctx);
 
+/// What lowering proved and predicts.
+struct Lowered {
+  std::shared_ptr<const TierLayout> layout;
+  plan::Prediction predicted;
+};
+
+/// Runs `passes` (ending with allocate) on `g` in place and predicts the
+/// result; None when it does not fit.
+llvm::Expected<llvm::Optional<Lowered>>
+lowerAndPredict(ir::Graph &g, const PlanConfig &config,
+                const passes::PassContext &base,
+                llvm::ArrayRef<llvm::StringRef> passes);
+
 /// `config` lowered on a copy of `homed` (its homes placed as `config`
 /// says) and predicted; None when it does not fit.
 llvm::Expected<llvm::Optional<Candidate>>
