@@ -730,7 +730,7 @@ static const llvm::StringMap<EvalFn> &evaluators() {
   static const llvm::StringMap<EvalFn> table = [] {
     llvm::StringMap<EvalFn> t;
 #define Fold(fn) t[opType] = &fn;
-#define NoFold
+#define NoFold (void)opType;
 #define ZINC_OP(Op, Types, Backends, Gradient, Flops, Workspace, F)            \
   {                                                                            \
     llvm::StringRef opType = #Op;                                              \
