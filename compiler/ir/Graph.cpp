@@ -50,6 +50,11 @@ Node::~Node() {
     dropUse(i);
 }
 
+Graph::~Graph() {
+  for (Node &n : nodeList)
+    n.forgetInputs();
+}
+
 void Node::addUse(unsigned i) {
   Value *v = inputs.list[i];
   if (!v)

@@ -25,7 +25,6 @@
 #include "zinc/passes/Pass.h"
 #include "zinc/support/Error.h"
 #include "llvm/ADT/DenseMap.h"
-#include <map>
 
 namespace zinc::passes {
 namespace {
@@ -184,7 +183,7 @@ private:
   /// date one was used recently, else made (through the CPU if needed).
   ir::Value *residentCopy(ir::Value *home, ir::Tier to, ir::Node *user,
                           double laterHops = 0) {
-    auto key = std::make_pair(home, to);
+    CopyKey key = copyKey(home, to);
     auto cached = copies.find(key);
     if (cached != copies.end()) {
       ir::Node *prev = lastUse.lookup(cached->second);
@@ -237,7 +236,7 @@ private:
     ir::Value *src = n->inputs[0];
     ir::Value *dst = n->opType == "CopyInto" ? n->inputs[1] : n->outputs[0];
     for (ir::Tier t : {dst->tier, ir::Tier::Cpu}) {
-      auto cached = copies.find({src, t});
+      auto cached = copies.find(copyKey(src, t));
       if (cached != copies.end() && t != src->tier) {
         src = cached->second;
         break;
@@ -261,7 +260,7 @@ private:
   void noteWritten(ir::Value *v, ir::Node *writer) {
     lastWriter[v] = writer;
     for (ir::Tier t : {ir::Tier::Gpu, ir::Tier::Cpu, ir::Tier::Nvme}) {
-      auto it = copies.find({v, t});
+      auto it = copies.find(copyKey(v, t));
       // The writer's own operand copy stays valid: it holds the new value.
       if (it != copies.end() && !llvm::is_contained(writer->inputs, it->second))
         copies.erase(it);
@@ -286,7 +285,12 @@ private:
   /// The longest NVMe write-back or state read for the host made so far:
   /// what a fetch on that link may find in progress.
   double longestHostBoundNvmeCopy = 0;
-  std::map<std::pair<ir::Value *, ir::Tier>, ir::Value *> copies;
+  /// The latest copy of a value in a tier, by (value, tier).
+  using CopyKey = std::pair<ir::Value *, unsigned>;
+  static CopyKey copyKey(ir::Value *v, ir::Tier t) {
+    return {v, static_cast<unsigned>(t)};
+  }
+  llvm::DenseMap<CopyKey, ir::Value *> copies;
   llvm::DenseMap<const ir::Value *, ir::Node *> lastUse;
   llvm::DenseMap<const ir::Value *, ir::Node *> lastWriter;
   /// Position of each node of the pass's input, in its program order.

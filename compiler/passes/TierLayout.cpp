@@ -1,6 +1,7 @@
 //===- TierLayout.cpp - Live intervals and static offsets per memory tier -===//
 #include "zinc/passes/TierLayout.h"
 #include "zinc/ops/KernelWorkspace.h"
+#include "zinc/ops/OpDefinition.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <cassert>
@@ -26,6 +27,10 @@ void kernelWorkspaces(const ir::Graph &g, uint64_t (&bytes)[kNumStreams]) {
     return v ? KernelOperand{v->dtype, v->shape, true} : KernelOperand{};
   };
   for (const ir::Node *n : g.nodes()) {
+    // Most ops take no scratch: no operands to describe.
+    const ops::OpDefinition *def = ops::lookupOp(n->domain, n->opType);
+    if (!def || !def->workspace)
+      continue;
     ins.clear();
     outs.clear();
     for (const ir::Value *v : n->inputs)
@@ -86,27 +91,33 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
   for (const auto &n : g.nodes())
     order.push_back(&*n);
   int64_t last = std::max<int64_t>(0, static_cast<int64_t>(order.size()) - 1);
-  layout.intervals.reserve(g.values().size());
-  layout.offsets.reserve(g.values().size());
+  // Intervals by value id while the nodes are walked (a dense table, not
+  // a hash lookup per operand), then by value.
+  std::vector<BufferInterval> byId(g.valueIdBound());
   for (const auto &v : g.values()) {
     // Step-long values span everything; graph outputs live from their
     // definition to the end of the step, where the runtime reads them.
     bool wholeStep = v->role != ir::ValueRole::Activation;
     bool output = g.isOutput(v.get());
-    layout.intervals[v.get()] = {v->byteSize(), wholeStep ? 0 : last + 1,
-                                 wholeStep || output ? last : -1};
+    byId[v->id] = {v->byteSize(), wholeStep ? 0 : last + 1,
+                   wholeStep || output ? last : -1};
   }
   for (int64_t pos = 0; pos < static_cast<int64_t>(order.size()); ++pos)
     for (const ir::Value *v : llvm::concat<ir::Value *const>(
              order[pos]->inputs, order[pos]->outputs))
       if (v) {
-        BufferInterval &iv = layout.intervals[v];
+        BufferInterval &iv = byId[v->id];
         iv.begin = std::min(iv.begin, pos);
         iv.end = std::max(iv.end, pos);
       }
-  for (auto &entry : layout.intervals)
-    if (entry.second.begin > entry.second.end) // Never touched.
-      entry.second.begin = entry.second.end = 0;
+  layout.intervals.reserve(g.values().size());
+  layout.offsets.reserve(g.values().size());
+  for (const auto &v : g.values()) {
+    BufferInterval &iv = byId[v->id];
+    if (iv.begin > iv.end) // Never touched.
+      iv.begin = iv.end = 0;
+    layout.intervals[v.get()] = iv;
+  }
   llvm::DenseMap<const ir::Value *, int64_t> lastNvmeRead;
   if (llvm::is_contained(tiers, ir::Tier::Nvme))
     for (int64_t pos = 0; pos < static_cast<int64_t>(order.size()); ++pos)
@@ -131,7 +142,7 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
     for (const auto &v : g.values())
       if (v->tier == tier) {
         p.members.push_back(v.get());
-        p.intervals.push_back(layout.intervals[v.get()]);
+        p.intervals.push_back(byId[v->id]);
       }
     // The tier's workspaces follow its values, live the whole step.
     for (unsigned s = 0; s < kNumStreams; ++s)

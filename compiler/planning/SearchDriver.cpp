@@ -13,13 +13,14 @@
 //   NVMe; optimizer before parameters); the first that fits is kept;
 // - for an offloaded placement, prefetch leads doubling from 1, in two
 //   families (timed by their own transfer, or also by the copies queued on
-//   their link), each with the NVMe link in plan order and with its
-//   fetches first (NvmeQueueOrder.h). Memory grows with the lead, so the
-//   first lead that does not fit or does not gain 1% ends a family; a
-//   family ends too at a step within 1% of the placement's lower bound, and
+//   their link), with the NVMe link in plan order. Memory grows with the
+//   lead, so the first lead that does not fit or does not gain 1% ends a
+//   family; a family ends too at a step within 1% of the placement's lower bound, and
 //   the other family is not tried once the best step is (the bound is the
 //   placement's: its bytes per link and its compute do not depend on when
-//   they move);
+//   they move). The NVMe link with its fetches first (NvmeQueueOrder.h) is
+//   then tried from the best configuration, its lead doubling while it
+//   gains (from scratch when nothing fit in plan order);
 // - then the collectives' bucket sizes from the smallest up, and rounds of
 //   moving compute into the chosen plan's predicted waits
 //   (HoistIntoStalls.h), each kept when it gains 1%;
@@ -40,6 +41,7 @@
 #include "zinc/support/Size.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <iterator>
 #include <limits>
 
 namespace zinc::planning {
@@ -136,6 +138,8 @@ private:
   searchOverlap(const ir::Graph &homed, PlanConfig config);
   llvm::Error searchFamilies(const ir::Graph &homed, PlanConfig config,
                              llvm::Optional<Candidate> &best);
+  llvm::Error searchFetchesFirst(const ir::Graph &homed,
+                                 llvm::Optional<Candidate> &best);
   llvm::Error searchBucketSizes(const ir::Graph &homed,
                                 llvm::Optional<Candidate> &best);
   llvm::Expected<size_t> hoistRounds(ir::Graph &current,
@@ -281,6 +285,32 @@ llvm::Error SearchDriver::searchFamilies(const ir::Graph &homed,
   return llvm::Error::success();
 }
 
+/// The NVMe link with its fetches first, from the best configuration found
+/// in plan order: the fetch order shifts when each prefetch lands, not how
+/// far ahead the timing wants it, so the lead that was best stays the
+/// place to start, and a lead search of its own in each family would
+/// lower as many candidates again. The lead doubles while that gains; the
+/// first trial that does not fit or gain ends the walk.
+llvm::Error SearchDriver::searchFetchesFirst(const ir::Graph &homed,
+                                             llvm::Optional<Candidate> &best) {
+  PlanConfig config = best->config;
+  config.nvmeFetchesFirst = true;
+  for (double lead = config.prefetchLead; lead <= kLeads[std::size(kLeads) - 1];
+       lead *= 2) {
+    config.prefetchLead = lead;
+    auto trial = lowerCandidate(homed, config, ctx);
+    if (!trial)
+      return trial.takeError();
+    if (!*trial || !((*trial)->predicted.stepSeconds <
+                     best->predicted.stepSeconds * (1 - kMinGain)))
+      break;
+    best = std::move(*trial);
+    if (best->predicted.overlapEfficiency() >= 1 - kMinGain)
+      break; // Nothing left to gain.
+  }
+  return llvm::Error::success();
+}
+
 /// At the best configuration's lead and queue orders, the collectives'
 /// bucket sizes from the smallest up; each kept when it shortens the
 /// predicted step by 1%. Larger buckets hold more bytes (gathers run
@@ -373,12 +403,18 @@ SearchDriver::searchOverlap(const ir::Graph &homed, PlanConfig config) {
   // compute-bound step whose fetches wait behind optimizer traffic and
   // hurts one whose CPU tier is full, where the sources it holds longer
   // spill, so the simulation decides.
-  for (bool fetchesFirst : {false, true}) {
-    if (fetchesFirst && !nvmeHomes)
-      break; // No fetches from NVMe: the same plans again.
-    config.nvmeFetchesFirst = fetchesFirst;
-    if (llvm::Error err = searchFamilies(homed, config, best))
+  config.nvmeFetchesFirst = false;
+  if (llvm::Error err = searchFamilies(homed, config, best))
+    return std::move(err);
+  // No fetches from NVMe: the other order makes the same plans again.
+  if (nvmeHomes) {
+    if (!best) {
+      config.nvmeFetchesFirst = true;
+      if (llvm::Error err = searchFamilies(homed, config, best))
+        return std::move(err);
+    } else if (llvm::Error err = searchFetchesFirst(homed, best)) {
       return std::move(err);
+    }
   }
   if (llvm::Error err = searchBucketSizes(homed, best))
     return std::move(err);

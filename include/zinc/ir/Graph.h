@@ -206,8 +206,15 @@ struct Node : public llvm::ilist_node<Node> {
   std::string describe() const;
 
 private:
+  friend class Graph;
   void addUse(unsigned i);
   void dropUse(unsigned i);
+  /// Forgets the inputs without leaving their use lists: for a graph
+  /// destroying all its nodes and values at once.
+  void forgetInputs() {
+    inputs.list.clear();
+    inputs.slot.clear();
+  }
 };
 
 /// The nodes of a graph in program order, as pointers.
@@ -222,6 +229,8 @@ using NodeRange =
 class Graph {
 public:
   Graph() = default;
+  /// Frees the nodes without keeping use lists up to date on the way.
+  ~Graph();
   Graph(const Graph &) = delete;
   Graph &operator=(const Graph &) = delete;
   /// A deep copy: same names, ids, attributes and order, new objects.
