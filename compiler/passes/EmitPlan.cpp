@@ -373,12 +373,13 @@ llvm::Error emitPlanInto(const ir::Graph &g, const EmitOptions &opts, plan::Plan
     ids[v->id] = id;
     plan::Tensor *t = p.add_tensors();
     t->set_id(id);
-    t->set_name(v->name);
+    if (!opts.forSimulation)
+      t->set_name(v->name);
     t->set_dtype(static_cast<int>(v->dtype));
     for (int64_t d : v->shape)
       t->add_shape(d);
     t->set_role(toPlanRole(v->role));
-    if (v->init) {
+    if (v->init && !opts.forSimulation) {
       plan::InitializerSource *src = t->mutable_init();
       src->set_name(v->init->name);
       src->set_file(v->init->file);
@@ -428,8 +429,9 @@ llvm::Error emitPlanInto(const ir::Graph &g, const EmitOptions &opts, plan::Plan
       inst->add_inputs(idOf(in));
     for (const ir::Value *out : n->outputs)
       inst->add_outputs(idOf(out));
-    for (const Attribute &a : n->attrs.all())
-      emitAttribute(a, *inst->add_attrs());
+    if (!opts.forSimulation)
+      for (const Attribute &a : n->attrs.all())
+        emitAttribute(a, *inst->add_attrs());
   }
 
   StreamEvents found = events.get();

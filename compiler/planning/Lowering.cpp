@@ -24,6 +24,7 @@ llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g,
   EmitOptions opts;
   opts.mode = "train";
   opts.layout = &layout;
+  opts.forSimulation = true;
   opts.gpuCapacity = ctx.memory.gpuCapacity;
   opts.cpuCapacity = ctx.memory.cpuCapacity;
   opts.nvmeCapacity = ctx.memory.nvmeCapacity;

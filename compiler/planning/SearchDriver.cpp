@@ -138,6 +138,10 @@ private:
   searchOverlap(const ir::Graph &homed, PlanConfig config);
   llvm::Error searchFamilies(const ir::Graph &homed, PlanConfig config,
                              llvm::Optional<Candidate> &best);
+  llvm::Expected<llvm::Optional<Candidate>>
+  lowerTrial(const ir::Graph &homed, const PlanConfig &config,
+             llvm::Optional<Candidate> &best);
+  llvm::Error lowerAgain(const ir::Graph &homed, Candidate &candidate);
   llvm::Error searchFetchesFirst(const ir::Graph &homed,
                                  llvm::Optional<Candidate> &best);
   llvm::Error searchBucketSizes(const ir::Graph &homed,
@@ -247,6 +251,39 @@ void SearchDriver::notePlacement(const PlanConfig &config,
              how);
 }
 
+/// `config` lowered on a copy of `homed`. Only one lowered graph is held
+/// at a time: the best so far lets go of its graph (and layout) first,
+/// keeping its configuration and prediction, and is lowered again if it
+/// stays the best (lowerAgain). On a 10^5-node graph a lowered copy is
+/// hundreds of MiB.
+llvm::Expected<llvm::Optional<Candidate>>
+SearchDriver::lowerTrial(const ir::Graph &homed, const PlanConfig &config,
+                         llvm::Optional<Candidate> &best) {
+  if (best) {
+    best->graph.reset();
+    best->layout.reset();
+  }
+  return lowerCandidate(homed, config, ctx);
+}
+
+/// The graph and layout of `candidate`, let go of by lowerTrial, made
+/// again. Lowering is deterministic, so this is the plan its prediction
+/// was made for; a lowering that now differs is a bug, reported as one.
+llvm::Error SearchDriver::lowerAgain(const ir::Graph &homed,
+                                     Candidate &candidate) {
+  if (candidate.graph)
+    return llvm::Error::success();
+  auto again = lowerCandidate(homed, candidate.config, ctx);
+  if (!again)
+    return again.takeError();
+  if (!*again || (*again)->predicted.stepSeconds !=
+                     candidate.predicted.stepSeconds)
+    return makeError("internal error: the placement search lowered the same "
+                     "configuration twice with different results");
+  candidate = std::move(**again);
+  return llvm::Error::success();
+}
+
 /// Both timing families, each from the shortest lead up, at the queue
 /// order `config` says; improves `best` in place.
 llvm::Error SearchDriver::searchFamilies(const ir::Graph &homed,
@@ -259,7 +296,7 @@ llvm::Error SearchDriver::searchFamilies(const ir::Graph &homed,
     double familyBest = std::numeric_limits<double>::infinity();
     for (double lead : kLeads) {
       config.prefetchLead = lead;
-      auto trial = lowerCandidate(homed, config, ctx);
+      auto trial = lowerTrial(homed, config, best);
       if (!trial)
         return trial.takeError();
       if (!*trial)
@@ -298,7 +335,7 @@ llvm::Error SearchDriver::searchFetchesFirst(const ir::Graph &homed,
   for (double lead = config.prefetchLead; lead <= kLeads[std::size(kLeads) - 1];
        lead *= 2) {
     config.prefetchLead = lead;
-    auto trial = lowerCandidate(homed, config, ctx);
+    auto trial = lowerTrial(homed, config, best);
     if (!trial)
       return trial.takeError();
     if (!*trial || !((*trial)->predicted.stepSeconds <
@@ -330,7 +367,7 @@ llvm::Error SearchDriver::searchBucketSizes(const ir::Graph &homed,
   for (uint64_t bytes :
        passes::bucketSizesToTry(*request.hardware, request.ranks)) {
     config.bucketBytes = bytes;
-    auto trial = lowerCandidate(homed, config, ctx);
+    auto trial = lowerTrial(homed, config, best);
     if (!trial)
       return trial.takeError();
     if (!*trial || !((*trial)->predicted.stepSeconds <
@@ -342,9 +379,8 @@ llvm::Error SearchDriver::searchBucketSizes(const ir::Graph &homed,
 }
 
 /// Rounds of hoistIntoStalls on `current` (allocated, `layout` its proven
-/// layout, `predicted` its step), each on a copy, re-allocated and kept
-/// (swapped into `current`) when it shortens the step by 1%. Returns the
-/// nodes moved.
+/// layout, `predicted` its step), each re-allocated and kept when it
+/// shortens the step by 1%. Returns the nodes moved.
 llvm::Expected<size_t>
 SearchDriver::hoistRounds(ir::Graph &current, const PlanConfig &config,
                           std::shared_ptr<const TierLayout> &layout,
@@ -360,18 +396,24 @@ SearchDriver::hoistRounds(ir::Graph &current, const PlanConfig &config,
     if (passes::predictedComputeWaits(current, predicted.timeline, minStall) <
         kMinGain * predicted.stepSeconds)
       break;
-    std::unique_ptr<ir::Graph> trial = current.clone();
+    // Hoisting only moves nodes, and allocate only reads the graph: a round
+    // not kept puts the program order back, and `layout` holds again. (No
+    // copy of the graph: on 10^5 nodes that is hundreds of MiB.)
+    std::vector<ir::Node *> order(current.nodes().begin(),
+                                  current.nodes().end());
     size_t moved =
-        passes::hoistIntoStalls(*trial, predicted.timeline, minStall);
+        passes::hoistIntoStalls(current, predicted.timeline, minStall);
     if (!moved)
       break;
-    auto allocated = lowerAndPredict(*trial, config, ctx, {"allocate"});
+    auto allocated = lowerAndPredict(current, config, ctx, {"allocate"});
     if (!allocated)
       return allocated.takeError();
     if (!*allocated || !((*allocated)->predicted.stepSeconds <
-                         predicted.stepSeconds * (1 - kMinGain)))
+                         predicted.stepSeconds * (1 - kMinGain))) {
+      for (ir::Node *n : order)
+        current.moveBefore(n, nullptr);
       break;
-    current.swap(*trial); // Its values are now current's, so the layout holds.
+    }
     layout = std::move((*allocated)->layout);
     predicted = std::move((*allocated)->predicted);
     total += moved;
@@ -419,6 +461,8 @@ SearchDriver::searchOverlap(const ir::Graph &homed, PlanConfig config) {
   if (llvm::Error err = searchBucketSizes(homed, best))
     return std::move(err);
   if (best) {
+    if (llvm::Error err = lowerAgain(homed, *best))
+      return std::move(err);
     auto moved =
         hoistRounds(*best->graph, best->config, best->layout, best->predicted);
     if (!moved)

@@ -28,6 +28,11 @@ struct EmitOptions {
   /// The layout allocate proved for this very graph (PassContext::layout),
   /// or null to compute it again.
   const TierLayout *layout = nullptr;
+  /// A plan only to simulate (plan::simulatePlan), as the placement search
+  /// makes for each trial: the tensors' names and initializer sources and
+  /// the instructions' attributes, which the simulation does not read, are
+  /// left out. Such a plan cannot run.
+  bool forSimulation = false;
 };
 
 /// Builds the plan: one tensor per value, one instruction per node in

@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 #include "zinc/planning/SearchDriver.h"
 #include "zinc/ir/Parser.h"
+#include "zinc/ir/Printer.h"
+#include "zinc/planning/Lowering.h"
+#include "zinc/planning/Placement.h"
 #include "zinc/passes/DoesNotFit.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/support/Error.h"
@@ -98,6 +101,13 @@ std::unique_ptr<Planning> scheduledChain(uint64_t gpu) {
   return p;
 }
 
+std::string printed(const ir::Graph &g) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  ir::printGraph(g, os);
+  return os.str();
+}
+
 TEST(SearchDriver, KeepsAPlanThatFitsAndSaysHowItIsTimed) {
   auto p = scheduledChain(256 << 10);
   ASSERT_TRUE(p);
@@ -136,12 +146,18 @@ TEST(SearchDriver, ATrialThatFailsOtherwiseStopsTheSearchWithItsDiagnostic) {
 TEST(SearchDriver, AConfigurationThatDoesNotFitIsSkipped) {
   auto p = scheduledChain(256 << 10);
   ASSERT_TRUE(p);
-  // Every configuration after the first overflows the GPU: the first is
-  // the plan, however much faster the others would have been.
-  int allocations = 0;
+  // Every configuration but the first overflows the GPU (the graph
+  // allocate sees tells them apart): the first is the plan, however much
+  // faster the others would have been.
+  llvm::Optional<std::string> firstLowered;
   p->instrumentation.afterPass = [&](const Pass &pass,
-                                     ir::Graph &) -> llvm::Error {
-    if (pass.getArgument() == "allocate" && ++allocations > 1)
+                                     ir::Graph &g) -> llvm::Error {
+    if (pass.getArgument() != "allocate")
+      return llvm::Error::success();
+    std::string lowered = printed(g);
+    if (!firstLowered)
+      firstLowered = lowered;
+    if (lowered != *firstLowered)
       return llvm::make_error<DoesNotFit>(ir::Tier::Gpu, 2, "too big");
     return llvm::Error::success();
   };
@@ -168,6 +184,35 @@ TEST(SearchDriver, NothingFitsNamesACapacityThatDoes) {
   ASSERT_TRUE(again);
   EXPECT_FALSE(planning::planMemory(*again->graph, again->ctx))
       << "the capacity named fits: " << suggested;
+}
+
+// The search holds one lowered graph at a time and lowers the best
+// configuration again when it is kept: that is only right if lowering one
+// configuration twice makes the same plan.
+TEST(SearchDriver, LoweringAConfigurationTwiceMakesTheSamePlan) {
+  auto p = scheduledChain(256 << 10);
+  ASSERT_TRUE(p);
+  planning::PlanConfig config;
+  config.optimizerTier = config.paramsTier = ir::Tier::Nvme;
+  config.prefetchLead = 2;
+  config.prefetchCountsQueue = true;
+  MemoryOptions mem = p->ctx.memory;
+  config.applyTo(mem);
+  auto placed = planning::applyPlacement(*p->graph, mem);
+  ASSERT_TRUE(bool(placed)) << llvm::toString(placed.takeError());
+  auto first = planning::lowerCandidate(*p->graph, config, p->ctx);
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  auto second = planning::lowerCandidate(*p->graph, config, p->ctx);
+  ASSERT_TRUE(bool(second)) << llvm::toString(second.takeError());
+  ASSERT_TRUE(first->hasValue() && second->hasValue()) << "the chain fits";
+  const planning::Candidate &a = **first, &b = **second;
+  EXPECT_EQ(printed(*a.graph), printed(*b.graph));
+  EXPECT_EQ(a.layout->offsets.size(), b.layout->offsets.size());
+  for (unsigned t = 0; t < 3; ++t)
+    EXPECT_EQ(a.layout->peak[t], b.layout->peak[t]);
+  EXPECT_EQ(a.predicted.stepSeconds, b.predicted.stepSeconds);
+  EXPECT_GT(a.graph->numNodes(), p->graph->numNodes())
+      << "the copies were made on a copy of the graph, not on it";
 }
 
 TEST(SearchDriver, AddContextKeepsDoesNotFitsType) {
