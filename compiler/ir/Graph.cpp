@@ -131,6 +131,17 @@ Node *Graph::insertNode(Node *pos, llvm::StringRef opType,
                         llvm::ArrayRef<Value *> inputs,
                         llvm::ArrayRef<Value *> outputs, AttributeList attrs,
                         llvm::StringRef domain) {
+  Node *n = insertUncounted(pos, opType, nodeName, inputs, outputs,
+                            std::move(attrs), domain);
+  ++nodeNameCounts[n->name];
+  return n;
+}
+
+Node *Graph::insertUncounted(Node *pos, llvm::StringRef opType,
+                             llvm::StringRef nodeName,
+                             llvm::ArrayRef<Value *> inputs,
+                             llvm::ArrayRef<Value *> outputs,
+                             AttributeList attrs, llvm::StringRef domain) {
   auto *n = new Node();
   n->id = nextNodeId++;
   n->name = nodeName.str();
@@ -142,7 +153,6 @@ Node *Graph::insertNode(Node *pos, llvm::StringRef opType,
   for (Value *out : n->outputs)
     if (out)
       out->def = n;
-  ++nodeNameCounts[n->name];
   nodeList.insert(pos ? pos->getIterator() : nodeList.end(), n);
   ++nodeCount;
   return n;
@@ -270,32 +280,37 @@ std::unique_ptr<Graph> Graph::clone() const {
   copy->modelPath = modelPath;
   copy->opsetVersion = opsetVersion;
   copy->ranks = ranks;
-  llvm::DenseMap<const Value *, Value *> map;
-  map[nullptr] = nullptr;
+  // Values by id (ids are dense and kept), not a hash map of pointers.
+  std::vector<Value *> map(nextValueId, nullptr);
+  auto mapped = [&](const Value *v) { return v ? map[v->id] : nullptr; };
+  copy->valueList.reserve(valueList.size());
   for (const auto &v : valueList) {
     Value *c = copy->addValue(v->name, v->dtype, v->shape, v->role);
     c->id = v->id;
     c->init = v->init;
     c->tier = v->tier;
     c->shardOf = v->shardOf;
-    map[v.get()] = c;
+    map[v->id] = c;
   }
+  // The names are the same: counted once, here, not node by node.
+  copy->nodeNameCounts = nodeNameCounts;
   llvm::SmallVector<Value *, 8> ins, outs;
   for (const Node &n : nodeList) {
     ins.clear();
     outs.clear();
     for (Value *v : n.inputs)
-      ins.push_back(map.lookup(v));
+      ins.push_back(mapped(v));
     for (Value *v : n.outputs)
-      outs.push_back(map.lookup(v));
-    Node *c = copy->addNode(n.opType, n.name, ins, outs, n.attrs, n.domain);
+      outs.push_back(mapped(v));
+    Node *c = copy->insertUncounted(nullptr, n.opType, n.name, ins, outs,
+                                    n.attrs, n.domain);
     c->id = n.id;
     c->stream = n.stream;
   }
   for (Value *v : inputList)
-    copy->addInput(map.lookup(v));
+    copy->addInput(mapped(v));
   for (Value *v : outputList)
-    copy->addOutput(map.lookup(v));
+    copy->addOutput(mapped(v));
   copy->nextValueId = nextValueId;
   copy->nextNodeId = nextNodeId;
   return copy;

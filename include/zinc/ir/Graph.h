@@ -11,6 +11,7 @@
 #include "zinc/ops/OpEffects.h"
 #include "zinc/support/Attribute.h"
 #include "zinc/support/DType.h"
+#include "zinc/support/HeapOptional.h"
 #include "zinc/support/Sharding.h"
 #include "zinc/support/Tier.h"
 #include "llvm/ADT/STLExtras.h"
@@ -113,7 +114,9 @@ struct Value {
   DType dtype = DType::F32;
   llvm::SmallVector<int64_t, 4> shape;
   ValueRole role = ValueRole::Activation;
-  llvm::Optional<InitializerRef> init;
+  /// Where its initial bytes come from; empty for most values (hence on
+  /// the heap, not inline: see HeapOptional.h).
+  HeapOptional<InitializerRef> init;
   /// The node that produces it; null for inputs and initializers.
   Node *def = nullptr;
   /// Set by the place and insert-transfers passes; GPU until then.
@@ -312,6 +315,13 @@ public:
   std::vector<Value *> initializers() const;
 
 private:
+  /// insertNode without counting the node's name (clone copies the counts).
+  Node *insertUncounted(Node *pos, llvm::StringRef opType,
+                        llvm::StringRef nodeName,
+                        llvm::ArrayRef<Value *> inputs,
+                        llvm::ArrayRef<Value *> outputs, AttributeList attrs,
+                        llvm::StringRef domain);
+
   std::vector<std::unique_ptr<Value>> valueList;
   /// Mutable so that a const Graph can hand out its nodes, as it always has:
   /// constness of a graph is about its structure, not its nodes.
