@@ -71,28 +71,42 @@ static uint64_t gemm(const ir::Node &n) {
   return 2ull * outputElements(n) * k;
 }
 
-/// Conv and its gradients: each output element (of the forward) sums input
-/// channels per group x kernel taps; the weight has exactly those per output
-/// channel.
+/// Conv, ConvTranspose and their gradients: one convolution each, run
+/// forward, transposed or for its weight. Each element of the operand whose
+/// channels are the weight's first axis (the forward Conv's output, the
+/// ConvTranspose's input) meets the weight's other axes (channels per group
+/// x kernel taps) once: a multiply and an add each.
 static uint64_t conv(const ir::Node &n) {
-  if (n.inputs.size() < 2 || !n.inputs[1] || n.inputs[1]->shape.size() < 2)
-    return outputElements(n);
   llvm::StringRef op(n.opType);
-  const ir::Value *w = n.inputs[1];
-  uint64_t perOutput = w->numElements() / std::max<int64_t>(1, w->shape[0]);
-  uint64_t outputs = static_cast<uint64_t>(n.inputs[0]->numElements());
-  if (op == "Conv") {
-    outputs = outputElements(n);
-  } else if (op.startswith("ConvChannels")) {
-    // A tile's channels of the output it writes.
-    const ir::Value *y = op == "ConvChannels"  ? n.outputs[0]
-                         : n.inputs.size() > 3 ? n.inputs[3]
-                                               : nullptr;
-    outputs = y && y->shape.size() > 1 && y->shape[1]
-                  ? y->numElements() / y->shape[1] * w->shape[0]
-                  : 0;
+  auto in = [&](size_t i) -> const ir::Value * {
+    return i < n.inputs.size() ? n.inputs[i] : nullptr;
+  };
+  const ir::Value *out = n.outputs.empty() ? nullptr : n.outputs[0];
+  // (the weight, the operand whose channels are its first axis)
+  const ir::Value *w = nullptr, *positions = nullptr;
+  if (op == "Conv" || op == "ConvChannels")
+    w = in(1), positions = out;
+  else if (op == "ConvChannelsInto")
+    w = in(1), positions = in(3);
+  else if (op == "ConvTranspose" || op == "ConvGradInput")
+    w = in(1), positions = in(0); // (X, W) and (dY, W)
+  else if (op == "ConvGradWeight")
+    w = out, positions = in(0); // (dY, X) -> dW
+  else if (op == "ConvTransposeGradInput")
+    w = in(1), positions = out; // (dY, W) -> dX
+  else if (op == "ConvTransposeGradWeight")
+    w = out, positions = in(1); // (dY, X) -> dW
+  if (!w || !positions || w->shape.size() < 2 || !w->shape[0])
+    return outputElements(n);
+  uint64_t perPosition = w->numElements() / w->shape[0];
+  uint64_t elements = static_cast<uint64_t>(positions->numElements());
+  if (op.startswith("ConvChannels")) {
+    // A tile's channels (the weight's first axis) of the output it writes.
+    elements = positions->shape.size() > 1 && positions->shape[1]
+                   ? elements / positions->shape[1] * w->shape[0]
+                   : 0;
   }
-  return 2ull * outputs * perOutput;
+  return 2ull * elements * perPosition;
 }
 
 } // namespace flops
