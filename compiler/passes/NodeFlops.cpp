@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/NodeFlops.h"
+#include <algorithm>
 #include "zinc/ops/OpEffects.h"
 #include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/StringMap.h"
@@ -20,6 +21,16 @@ static uint64_t outputElements(const ir::Node &n) {
 }
 
 namespace flops {
+
+/// Losses reduce their scores to a value per sample, or one: their work is
+/// a pass over the scores (the largest input), not over what they output.
+static uint64_t largestInput(const ir::Node &n) {
+  uint64_t elements = 0;
+  for (const ir::Value *in : n.inputs)
+    if (in)
+      elements = std::max<uint64_t>(elements, in->numElements());
+  return elements;
+}
 
 /// MatMul, and zinc.FusedMatMul(Into) with their transposes and
 /// flattenings: 2 m n k per matrix.
@@ -132,17 +143,24 @@ flopsTables() {
   return tables;
 }
 
-uint64_t estimateFlops(const ir::Node &n) {
+/// The op's FLOPs function, or null when Ops.def says OutputElements (or
+/// does not know the op).
+static FlopsFn flopsFunction(const ir::Node &n) {
   const llvm::StringMap<FlopsFn> *table =
       n.domain.empty()          ? &flopsTables().first
       : n.domain == kZincDomain ? &flopsTables().second
                                 : nullptr;
-  if (table) {
-    auto it = table->find(n.opType);
-    if (it != table->end() && it->second)
-      return it->second(n);
-  }
-  return outputElements(n);
+  if (!table)
+    return nullptr;
+  auto it = table->find(n.opType);
+  return it != table->end() ? it->second : nullptr;
 }
+
+uint64_t estimateFlops(const ir::Node &n) {
+  FlopsFn fn = flopsFunction(n);
+  return fn ? fn(n) : outputElements(n);
+}
+
+bool flopsPerOutputElement(const ir::Node &n) { return !flopsFunction(n); }
 
 } // namespace zinc::passes

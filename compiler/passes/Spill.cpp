@@ -18,6 +18,8 @@
 // the result fits, or says what would.
 //
 //===----------------------------------------------------------------------===//
+#include "zinc/ops/OpDefinition.h"
+#include "zinc/passes/NodeFlops.h"
 #include "zinc/passes/Pass.h"
 #include "zinc/passes/Spill.h"
 #include "zinc/passes/TierLayout.h"
@@ -163,15 +165,15 @@ void spill(ir::Graph &g, Positions &pos, const IdleGap &gap, size_t time,
     user->replaceUsesOfWith(v, again);
 }
 
-/// Ops whose cost is a pass over their output: recomputing one in backward
-/// is cheaper than moving its result out and back. Products and
-/// convolutions are not.
+/// ONNX ops whose cost is a pass over their output (Ops.def's FLOPs column
+/// says OutputElements): recomputing one in backward is cheaper than moving
+/// its result out and back. Products, convolutions and losses are not;
+/// nor are the shape-only ops, which no GPU kernel runs (Backends Cpu).
 bool cheapToRecompute(const ir::Node &n) {
-  static const char *const expensive[] = {
-      "MatMul", "Gemm", "Conv", "ConvTranspose", "SoftmaxCrossEntropyLoss",
-      "NegativeLogLikelihoodLoss", "Constant", "ConstantOfShape", "Range", "Shape"};
-  return n.domain.empty() && n.stream == ir::Stream::Compute &&
-         !llvm::is_contained(expensive, llvm::StringRef(n.opType)) &&
+  if (!n.domain.empty() || n.stream != ir::Stream::Compute)
+    return false;
+  const ops::OpDefinition *def = ops::lookupOp(n.domain, n.opType);
+  return def && def->hasKernelOn(ops::Cuda) && flopsPerOutputElement(n) &&
          llvm::count_if(n.outputs, [](const ir::Value *o) { return o; }) == 1;
 }
 

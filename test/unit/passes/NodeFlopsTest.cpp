@@ -9,6 +9,7 @@
 #include "zinc/passes/NodeFlops.h"
 #include "zinc/ir/Parser.h"
 #include "gtest/gtest.h"
+#include <vector>
 
 using namespace zinc;
 
@@ -49,6 +50,44 @@ TEST(NodeFlops, AConvolutionAndItsGradientsCostTheSame) {
     ++seen;
   }
   EXPECT_EQ(seen, 6);
+}
+
+// A loss's work is a pass over its scores: one value out per sample, or
+// one for the batch, says nothing of the classes it read.
+TEST(NodeFlops, ALossCountsItsScores) {
+  auto g = ir::parseGraph(R"(graph "loss" {
+  input %scores : f32[4,1000]
+  input %labels : i64[4]
+  %loss : f32[] = SoftmaxCrossEntropyLoss(%scores, %labels) name "ce"
+  %nll : f32[] = NegativeLogLikelihoodLoss(%scores, %labels) name "nll"
+  output %loss
+  output %nll
+}
+)",
+                          "loss.zir");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  for (const ir::Node *n : (*g)->nodes()) {
+    EXPECT_EQ(passes::estimateFlops(*n), 4000u) << n->describe();
+    EXPECT_FALSE(passes::flopsPerOutputElement(*n)) << n->describe();
+  }
+}
+
+// What spill recomputes rather than moves: ops whose work is a pass over
+// their output, from the same column.
+TEST(NodeFlops, ElementwiseOpsArePerOutputElementProductsAreNot) {
+  auto g = ir::parseGraph(R"(graph "mixed" {
+  input %a : f32[8,8]
+  %t : f32[8,8] = Tanh(%a) name "tanh"
+  %m : f32[8,8] = MatMul(%t, %a) name "mm"
+  output %m
+}
+)",
+                          "mixed.zir");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  std::vector<bool> perOutput;
+  for (const ir::Node *n : (*g)->nodes())
+    perOutput.push_back(passes::flopsPerOutputElement(*n));
+  EXPECT_EQ(perOutput, (std::vector<bool>{true, false}));
 }
 
 } // namespace
