@@ -142,6 +142,9 @@ private:
   lowerTrial(const ir::Graph &homed, const PlanConfig &config,
              llvm::Optional<Candidate> &best);
   llvm::Error lowerAgain(const ir::Graph &homed, Candidate &candidate);
+  llvm::Expected<bool> keepIfFaster(const ir::Graph &homed,
+                                    const PlanConfig &config,
+                                    llvm::Optional<Candidate> &best);
   llvm::Error searchFetchesFirst(const ir::Graph &homed,
                                  llvm::Optional<Candidate> &best);
   llvm::Error searchBucketSizes(const ir::Graph &homed,
@@ -266,6 +269,21 @@ SearchDriver::lowerTrial(const ir::Graph &homed, const PlanConfig &config,
   return lowerCandidate(homed, config, ctx);
 }
 
+/// `config` lowered, and kept as `best` when it fits and shortens the best
+/// predicted step by 1%; whether it was kept.
+llvm::Expected<bool>
+SearchDriver::keepIfFaster(const ir::Graph &homed, const PlanConfig &config,
+                           llvm::Optional<Candidate> &best) {
+  auto trial = lowerTrial(homed, config, best);
+  if (!trial)
+    return trial.takeError();
+  if (!*trial || !((*trial)->predicted.stepSeconds <
+                   best->predicted.stepSeconds * (1 - kMinGain)))
+    return false;
+  best = std::move(*trial);
+  return true;
+}
+
 /// The graph and layout of `candidate`, let go of by lowerTrial, made
 /// again. Lowering is deterministic, so this is the plan its prediction
 /// was made for; a lowering that now differs is a bug, reported as one.
@@ -335,15 +353,11 @@ llvm::Error SearchDriver::searchFetchesFirst(const ir::Graph &homed,
   for (double lead = config.prefetchLead; lead <= kLeads[std::size(kLeads) - 1];
        lead *= 2) {
     config.prefetchLead = lead;
-    auto trial = lowerTrial(homed, config, best);
-    if (!trial)
-      return trial.takeError();
-    if (!*trial || !((*trial)->predicted.stepSeconds <
-                     best->predicted.stepSeconds * (1 - kMinGain)))
-      break;
-    best = std::move(*trial);
-    if (best->predicted.overlapEfficiency() >= 1 - kMinGain)
-      break; // Nothing left to gain.
+    auto kept = keepIfFaster(homed, config, best);
+    if (!kept)
+      return kept.takeError();
+    if (!*kept || best->predicted.overlapEfficiency() >= 1 - kMinGain)
+      break; // Slower, or nothing left to gain.
   }
   return llvm::Error::success();
 }
@@ -367,13 +381,11 @@ llvm::Error SearchDriver::searchBucketSizes(const ir::Graph &homed,
   for (uint64_t bytes :
        passes::bucketSizesToTry(*request.hardware, request.ranks)) {
     config.bucketBytes = bytes;
-    auto trial = lowerTrial(homed, config, best);
-    if (!trial)
-      return trial.takeError();
-    if (!*trial || !((*trial)->predicted.stepSeconds <
-                     best->predicted.stepSeconds * (1 - kMinGain)))
+    auto kept = keepIfFaster(homed, config, best);
+    if (!kept)
+      return kept.takeError();
+    if (!*kept)
       break; // Larger ones would save little more, holding more memory.
-    best = std::move(*trial);
   }
   return llvm::Error::success();
 }
