@@ -5,10 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/passes/NodeFlops.h"
-#include <algorithm>
 #include "zinc/ops/OpEffects.h"
 #include "zinc/support/MatMulGeometry.h"
 #include "llvm/ADT/StringMap.h"
+#include <algorithm>
 
 namespace zinc::passes {
 

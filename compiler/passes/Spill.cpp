@@ -168,7 +168,8 @@ void spill(ir::Graph &g, Positions &pos, const IdleGap &gap, size_t time,
 /// ONNX ops whose cost is a pass over their output (Ops.def's FLOPs column
 /// says OutputElements): recomputing one in backward is cheaper than moving
 /// its result out and back. Products, convolutions and losses are not;
-/// nor are the shape-only ops, which no GPU kernel runs (Backends Cpu).
+/// nor are the shape-only ops, which no GPU kernel runs (Backends Cpu), nor
+/// an op Ops.def does not know (only hand-written graphs have one).
 bool cheapToRecompute(const ir::Node &n) {
   if (!n.domain.empty() || n.stream != ir::Stream::Compute)
     return false;

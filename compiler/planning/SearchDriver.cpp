@@ -41,6 +41,7 @@
 #include "zinc/support/Size.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <cassert>
 #include <iterator>
 #include <limits>
 
@@ -274,6 +275,7 @@ SearchDriver::lowerTrial(const ir::Graph &homed, const PlanConfig &config,
 llvm::Expected<bool>
 SearchDriver::keepIfFaster(const ir::Graph &homed, const PlanConfig &config,
                            llvm::Optional<Candidate> &best) {
+  assert(best && "a configuration is faster than some best one");
   auto trial = lowerTrial(homed, config, best);
   if (!trial)
     return trial.takeError();
@@ -417,13 +419,18 @@ SearchDriver::hoistRounds(ir::Graph &current, const PlanConfig &config,
         passes::hoistIntoStalls(current, predicted.timeline, minStall);
     if (!moved)
       break;
-    auto allocated = lowerAndPredict(current, config, ctx, {"allocate"});
-    if (!allocated)
-      return allocated.takeError();
-    if (!*allocated || !((*allocated)->predicted.stepSeconds <
-                         predicted.stepSeconds * (1 - kMinGain))) {
+    auto putBack = [&] {
       for (ir::Node *n : order)
         current.moveBefore(n, nullptr);
+    };
+    auto allocated = lowerAndPredict(current, config, ctx, {"allocate"});
+    if (!allocated) {
+      putBack(); // The graph stays the one `layout` was proven for.
+      return allocated.takeError();
+    }
+    if (!*allocated || !((*allocated)->predicted.stepSeconds <
+                         predicted.stepSeconds * (1 - kMinGain))) {
+      putBack();
       break;
     }
     layout = std::move((*allocated)->layout);
