@@ -27,6 +27,11 @@ void kernelWorkspaces(const ir::Graph &g, uint64_t (&bytes)[kNumStreams]) {
     return v ? KernelOperand{v->dtype, v->shape, true} : KernelOperand{};
   };
   for (const ir::Node *n : g.nodes()) {
+    // The copy links run only zinc.Copy and zinc.CopyInto (the plan
+    // verifier proves it), which take none: on an offloaded plan most nodes.
+    if (n->stream == ir::Stream::H2D || n->stream == ir::Stream::D2H ||
+        n->stream == ir::Stream::Nvme)
+      continue;
     // Most ops take no scratch: no operands to describe.
     const ops::OpDefinition *def = ops::lookupOp(n->domain, n->opType);
     if (!def || !def->workspace)
