@@ -236,9 +236,10 @@ static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &lay
       bounds[tier].push_back(off);
       bounds[tier].push_back(off + extent);
     };
+    const OpEffects &effects = n.effects(); // A table lookup: once a node.
     for (unsigned k = 0; k < n.inputs.size(); ++k)
       if (n.inputs[k])
-        add(n.inputs[k], n.writesInput(k));
+        add(n.inputs[k], effects.writesInput(k));
     for (const ir::Value *out : n.outputs)
       if (out)
         add(out, true);
