@@ -377,16 +377,31 @@ def scaling_fit(rows):
     return fit
 
 
-def targets(rows, fit):
+# The compile-time goals (issue 33), each a row's name, the ranks it is planned
+# for (1 or more than 1), a limit of seconds and of peak RSS in GiB (None: none).
+GOALS = [
+    ("nodes-100k", 1, 10, None),
+    ("depth-1000", 1, 10, 1),
+    ("gpt-1t", 1, 10, 1),
+    ("gpt-1t", "many", 60, 2),
+    ("gpt-32t", "many", 60, None),
+]
+
+
+def targets(rows, fit, ranks=1):
+    """Each goal of GOALS that a row of this run answers: met or not."""
     by = {r["name"]: r for r in rows}
     out = {}
-    if "nodes-100k" in by:
-        r = by["nodes-100k"]
-        out["nodes-100k under 10 s"] = r["status"] == "ok" and r["seconds"] < 10
-    if "gpt-1t" in by:
-        r = by["gpt-1t"]
-        out["gpt-1t under 10 s"] = r["status"] == "ok" and r["seconds"] < 10
-        out["gpt-1t under 1 GiB"] = r["status"] == "ok" and r["peak_rss_kib"] < 1024 * 1024
+    for name, goal_ranks, seconds, gib in GOALS:
+        if name not in by or (goal_ranks == 1) != (ranks <= 1):
+            continue
+        r = by[name]
+        ok = r["status"] == "ok"
+        where = "" if ranks <= 1 else " at %d ranks" % ranks
+        out["%s%s under %g s" % (name, where, seconds)] = ok and r["seconds"] < seconds
+        if gib is not None:
+            out["%s%s under %g GiB" % (name, where, gib)] = (
+                ok and r["peak_rss_kib"] < gib * 1024 * 1024)
     if fit:
         out["seconds grow no faster than N log N"] = fit["exponent"] <= fit["nlogn_exponent"]
     return out
@@ -491,7 +506,7 @@ def main(argv=None):
                   ",".join(map(str, fit["layers"])), fit["exponent"], fit["cpu_exponent"],
                   fit["rss_exponent"], fit["nlogn_exponent"],
                   " ".join("%.2f" % k for k in fit["local_exponents"])))
-    goals = targets(rows, fit)
+    goals = targets(rows, fit, args.ranks)
     for goal, met in goals.items():
         print("target %-40s %s" % (goal + ":", "met" if met else "NOT met"))
     if args.time_passes:

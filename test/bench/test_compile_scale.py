@@ -119,6 +119,24 @@ class DriverTest(unittest.TestCase):
 
 
 class HelpersTest(unittest.TestCase):
+    def test_targets_are_the_goals_of_the_rows_and_ranks_run(self):
+        def row(name, seconds, gib, status="ok"):
+            return {"name": name, "status": status, "seconds": seconds,
+                    "peak_rss_kib": gib * 1024 * 1024}
+        one = compile_scale.targets(
+            [row("depth-1000", 9.5, 1.2), row("gpt-1t", 3, 0.2)], None)
+        self.assertEqual(one, {"depth-1000 under 10 s": True,
+                               "depth-1000 under 1 GiB": False,
+                               "gpt-1t under 10 s": True,
+                               "gpt-1t under 1 GiB": True})
+        many = compile_scale.targets(
+            [row("gpt-1t", 59, 1.5), row("gpt-32t", 61, 3)], None, ranks=512)
+        self.assertEqual(many, {"gpt-1t at 512 ranks under 60 s": True,
+                                "gpt-1t at 512 ranks under 2 GiB": True,
+                                "gpt-32t at 512 ranks under 60 s": False})
+        failed = compile_scale.targets([row("gpt-32t", 1, 0.1, "timeout")], None, 512)
+        self.assertEqual(failed, {"gpt-32t at 512 ranks under 60 s": False})
+
     def test_layers_for_nodes(self):
         n = shape_gpt.layers_for_nodes(100000)
         self.assertGreaterEqual(shape_gpt.node_count(shape_gpt.Config("x", n, 64, 4)), 100000)
