@@ -15,10 +15,10 @@
 //   families (timed by their own transfer, or also by the copies queued on
 //   their link), with the NVMe link in plan order. Memory grows with the
 //   lead, so the first lead that does not fit or does not gain 1% ends a
-//   family; a family ends too at a step within 1% of the placement's lower bound, and
-//   the other family is not tried once the best step is (the bound is the
-//   placement's: its bytes per link and its compute do not depend on when
-//   they move). The NVMe link with its fetches first (NvmeQueueOrder.h) is
+//   family; a family ends too at a step within 1% of the placement's lower
+//   bound, and the other family is not tried once the best step is (the
+//   bound is the placement's: its bytes per link and its compute do not
+//   depend on when they move). The NVMe link with its fetches first (NvmeQueueOrder.h) is
 //   then tried from the best configuration, its lead doubling while it
 //   gains (from scratch when nothing fit in plan order);
 // - then the collectives' bucket sizes from the smallest up, and rounds of
