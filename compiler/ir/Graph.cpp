@@ -106,7 +106,7 @@ bool Node::replaceUsesOfWith(Value *from, Value *to) {
 Value *Graph::addValue(llvm::StringRef valueName, DType dtype,
                        llvm::ArrayRef<int64_t> shape, ValueRole role) {
   assert(!valuesByName.count(valueName) && "duplicate value name");
-  auto v = std::make_unique<Value>();
+  ValuePtr v(new (arena->Allocate<Value>()) Value());
   v->id = nextValueId++;
   v->name = valueName.str();
   v->dtype = dtype;
@@ -142,7 +142,7 @@ Node *Graph::insertUncounted(Node *pos, llvm::StringRef opType,
                              llvm::ArrayRef<Value *> inputs,
                              llvm::ArrayRef<Value *> outputs,
                              AttributeList attrs, llvm::StringRef domain) {
-  auto *n = new Node();
+  auto *n = new (arena->Allocate<Node>()) Node();
   n->id = nextNodeId++;
   n->name = nodeName.str();
   n->domain = domain.str();
@@ -186,7 +186,7 @@ void Graph::replaceAllUsesWith(Value *from, Value *to) {
 
 void Graph::eraseDeadValues() {
   llvm::DenseSet<const Value *> graphInputs(inputList.begin(), inputList.end());
-  std::vector<std::unique_ptr<Value>> kept;
+  std::vector<ValuePtr> kept;
   for (auto &v : valueList) {
     bool live = v->def || v->hasUses() || isOutput(v.get()) ||
                 graphInputs.count(v.get());
@@ -258,6 +258,7 @@ void Graph::swap(Graph &other) {
   std::swap(modelPath, other.modelPath);
   std::swap(opsetVersion, other.opsetVersion);
   std::swap(ranks, other.ranks);
+  arena.swap(other.arena); // With the nodes and values made in it.
   valueList.swap(other.valueList);
   // iplist::swap is unsupported; three O(1) splices do it.
   NodeList mine;

@@ -391,11 +391,12 @@ ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
   // 10^5 buffers: 12 KiB over 700 MB). Taking it when it is within
   // 1/kNearBoundFraction of the bound saves most of a second per tier;
   // small arenas, and large ones the sweep packs badly, go to best fit.
+  llvm::Optional<ArenaLayout> byTime;
   if (buffers.size() >= kManyBuffers) {
-    ArenaLayout byTime = packByTime(buffers, alignment);
-    if (byTime.peak - bound <= bound / kNearBoundFraction) {
-      byTime.liveLowerBound = bound;
-      return byTime;
+    byTime = packByTime(buffers, alignment);
+    if (byTime->peak - bound <= bound / kNearBoundFraction) {
+      byTime->liveLowerBound = bound;
+      return std::move(*byTime);
     }
   }
   llvm::Optional<ArenaLayout> layout =
@@ -406,7 +407,7 @@ ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
   };
   auto optimal = [&] { return layout && layout->peak <= bound; };
   if (!optimal())
-    keepIfSmaller(packByTime(buffers, alignment));
+    keepIfSmaller(byTime ? std::move(byTime) : packByTime(buffers, alignment));
   if (!optimal())
     keepIfSmaller(packBySize(buffers, alignment, FitKind::First));
   layout->liveLowerBound = bound;
