@@ -19,10 +19,16 @@ struct Options {
                    cl::CommaSeparated, cl::value_desc("pass"), cl::cat(cat)),
         timePasses("time-passes",
                    cl::desc("Time each pass and print a report to stderr"),
-                   cl::cat(cat)) {}
+                   cl::cat(cat)),
+        printSearch("print-search",
+                    cl::desc("Print each configuration the memory planner "
+                             "lowers while it searches, and its predicted "
+                             "step, to stderr"),
+                    cl::cat(cat)) {}
   cl::opt<bool> printAfterAll;
   cl::list<std::string> printAfter;
   cl::opt<bool> timePasses;
+  cl::opt<bool> printSearch;
 };
 } // namespace
 
@@ -49,6 +55,7 @@ llvm::Error applyPassManagerCLOptions(PassManager &pm) {
     return llvm::Error::success();
   pm.setPrintAfterAll(opts->printAfterAll);
   pm.setTimePasses(opts->timePasses);
+  pm.setPrintSearch(opts->printSearch);
   return pm.setPrintAfter(std::vector<std::string>(opts->printAfter.begin(),
                                                    opts->printAfter.end()));
 }

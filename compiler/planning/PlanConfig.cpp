@@ -1,6 +1,8 @@
 //===- PlanConfig.cpp - The memory planner's request and decisions --------===//
 #include "zinc/planning/PlanConfig.h"
 #include "zinc/passes/OptimizerOps.h"
+#include "zinc/support/Size.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace zinc::planning {
 
@@ -41,6 +43,23 @@ void PlanConfig::applyTo(MemoryOptions &mem) const {
   mem.prefetchCountsQueue = prefetchCountsQueue;
   mem.nvmeFetchesFirst = nvmeFetchesFirst;
   mem.bucketBytes = bucketBytes;
+}
+
+std::string PlanConfig::describe() const {
+  std::string line = "optimizer " + ir::tierName(optimizerTier).str() +
+                     ", parameters " + ir::tierName(paramsTier).str();
+  if (prefetchLead > 0) {
+    line += ", lead " + llvm::formatv("{0:F1}", prefetchLead).str() +
+            (prefetchCountsQueue ? " with the link's queue" : " alone");
+    line += nvmeFetchesFirst ? ", NVMe fetches first" : ", NVMe in plan order";
+  } else {
+    line += ", prefetch distance " + std::to_string(prefetchDistance);
+  }
+  if (bucketBytes)
+    line += ", buckets of " + formatSize(bucketBytes);
+  if (spreadDelayedUpdates)
+    line += ", delayed updates spread";
+  return line;
 }
 
 } // namespace zinc::planning

@@ -18,9 +18,12 @@
 //   family; a family ends too at a step within 1% of the placement's lower
 //   bound, and the other family is not tried once the best step is (the
 //   bound is the placement's: its bytes per link and its compute do not
-//   depend on when they move). The NVMe link with its fetches first (NvmeQueueOrder.h) is
-//   then tried from the best configuration, its lead doubling while it
-//   gains (from scratch when nothing fit in plan order);
+//   depend on when they move). The family timed without the queue issues
+//   latest at lead 1 and nears the queued timings as its lead grows, so
+//   it is walked only while it is ahead of the best found. The NVMe link
+//   with its fetches first (NvmeQueueOrder.h) is then tried from the best
+//   configuration, its lead doubling while it gains (from scratch when
+//   nothing fit in plan order);
 // - then the collectives' bucket sizes from the smallest up, and rounds of
 //   moving compute into the chosen plan's predicted waits
 //   (HoistIntoStalls.h), each kept when it gains 1%;
@@ -34,6 +37,7 @@
 #include "zinc/passes/BucketCollectives.h"
 #include "zinc/passes/DoesNotFit.h"
 #include "zinc/passes/HoistIntoStalls.h"
+#include "zinc/passes/PassManager.h"
 #include "zinc/passes/Spill.h"
 #include "zinc/planning/Lowering.h"
 #include "zinc/planning/Placement.h"
@@ -167,6 +171,8 @@ private:
   void keep(const PlanConfig &config, std::shared_ptr<const TierLayout> layout);
   void keep(Candidate &candidate);
   void notePlacement(const PlanConfig &config, bool justBeforeUse) const;
+  /// --print-search: a configuration lowered, and what came of it.
+  void trace(const PlanConfig &config, const llvm::Twine &outcome) const;
   /// `err` unless it is a DoesNotFit, noting one of the GPU (gpuOverflowed).
   llvm::Error skipNoting(llvm::Error err);
   llvm::Error search();
@@ -209,6 +215,7 @@ llvm::Error SearchDriver::skipNoting(llvm::Error err) {
 
 void SearchDriver::keep(const PlanConfig &config,
                         std::shared_ptr<const TierLayout> layout) {
+  trace(config, "chosen");
   config.applyTo(ctx.memory);
   ctx.layout = std::move(layout);
 }
@@ -218,6 +225,26 @@ void SearchDriver::keep(Candidate &candidate) {
       *candidate.graph); // Its values are now g's, so the proven layout holds.
   keep(candidate.config, std::move(candidate.layout));
   hoisted = candidate.hoisted;
+}
+
+/// The cost model's verdict on a lowered configuration, for --print-search:
+/// to four decimals, as the search compares steps within 1% of each other.
+std::string predictedStep(const plan::Prediction &p) {
+  auto text = [](double s) {
+    return s >= 1      ? llvm::formatv("{0:F4} s", s).str()
+           : s >= 1e-3 ? llvm::formatv("{0:F4} ms", s * 1e3).str()
+                       : llvm::formatv("{0:F4} us", s * 1e6).str();
+  };
+  return "predicted step " + text(p.stepSeconds) + " (bound " +
+         text(p.lowerBoundSeconds) + ")";
+}
+
+void SearchDriver::trace(const PlanConfig &config,
+                         const llvm::Twine &outcome) const {
+  if (!ctx.instrumentation || !ctx.instrumentation->printSearch)
+    return;
+  *ctx.instrumentation->diagOS << "search: " << config.describe() << ": "
+                               << outcome << "\n";
 }
 
 /// Tells the user which placement fits, and how its prefetches were timed.
@@ -267,7 +294,10 @@ SearchDriver::lowerTrial(const ir::Graph &homed, const PlanConfig &config,
     best->graph.reset();
     best->layout.reset();
   }
-  return lowerCandidate(homed, config, ctx);
+  auto trial = lowerCandidate(homed, config, ctx);
+  if (trial)
+    trace(config, *trial ? predictedStep((*trial)->predicted) : "does not fit");
+  return trial;
 }
 
 /// `config` lowered, and kept as `best` when it fits and shortens the best
@@ -301,6 +331,7 @@ llvm::Error SearchDriver::lowerAgain(const ir::Graph &homed,
     return makeError("internal error: the placement search lowered the same "
                      "configuration twice with different results");
   candidate = std::move(**again);
+  trace(candidate.config, "the best, lowered again to keep");
   return llvm::Error::success();
 }
 
@@ -328,12 +359,20 @@ llvm::Error SearchDriver::searchFamilies(const ir::Graph &homed,
       double needed = best && best->config.prefetchCountsQueue && !queued
                           ? kUnqueuedMinGain
                           : kMinGain;
+      bool behindBest = step >= bestStep;
       if (step < bestStep * (1 - needed)) {
         best = std::move(*trial);
         bestStep = step;
       }
       // The bound prunes: no configuration of this placement beats it.
       if (!gains || lowerBound >= (1 - kMinGain) * step)
+        break;
+      // Timed by its own transfer alone, a prefetch issues later than
+      // with its link's queue counted: at lead 1 the latest of all. A
+      // longer lead moves this family towards the timings the queued one
+      // searched, so behind the best at its latest issue it is not walked
+      // further.
+      if (!queued && behindBest)
         break;
     }
     if (best && best->predicted.overlapEfficiency() >= 1 - kMinGain)
@@ -428,8 +467,13 @@ SearchDriver::hoistRounds(ir::Graph &current, const PlanConfig &config,
       putBack(); // The graph stays the one `layout` was proven for.
       return allocated.takeError();
     }
-    if (!*allocated || !((*allocated)->predicted.stepSeconds <
-                         predicted.stepSeconds * (1 - kMinGain))) {
+    bool kept = *allocated && (*allocated)->predicted.stepSeconds <
+                                  predicted.stepSeconds * (1 - kMinGain);
+    trace(config, std::to_string(moved) + " compute nodes moved into waits: " +
+                      (*allocated ? predictedStep((*allocated)->predicted)
+                                  : std::string("does not fit")) +
+                      (kept ? ", kept" : ", put back"));
+    if (!kept) {
       putBack();
       break;
     }
@@ -456,6 +500,7 @@ SearchDriver::searchOverlap(const ir::Graph &homed, PlanConfig config) {
     auto given = lowerCandidate(homed, config, ctx);
     if (!given)
       return given.takeError();
+    trace(config, *given ? predictedStep((*given)->predicted) : "does not fit");
     return std::move(*given);
   }
   bool nvmeHomes = config.optimizerTier == ir::Tier::Nvme ||
@@ -579,6 +624,8 @@ llvm::Expected<uint64_t> SearchDriver::chooseBucketSize(PlanConfig config) {
     auto lowered = lowerAndPredict(*trial, config, ctx, kMemoryPasses);
     if (!lowered)
       return lowered.takeError();
+    trace(config, *lowered ? predictedStep((*lowered)->predicted)
+                           : std::string("does not fit"));
     if (!*lowered ||
         !((*lowered)->predicted.stepSeconds < bestStep * (1 - kMinGain)))
       break; // Larger ones would save little more, holding more memory.

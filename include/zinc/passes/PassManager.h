@@ -60,6 +60,9 @@ public:
   bool printAfterAll = false;
   llvm::StringSet<> printAfter;
   bool timePasses = false;
+  /// plan-memory prints each configuration it lowers while it searches,
+  /// and what the cost model predicts of it (--print-search).
+  bool printSearch = false;
   llvm::raw_ostream *diagOS = &llvm::errs();
   /// Called after each pass that succeeded, before the verifier; its error
   /// stops the run as the pass's own would (a test's fault injection, a
@@ -104,6 +107,7 @@ public:
   llvm::Error setPrintAfter(llvm::ArrayRef<std::string> arguments);
   /// Times each pass and prints the report once the pipeline has run.
   void setTimePasses(bool enable) { instrumentation.timePasses = enable; }
+  void setPrintSearch(bool enable) { instrumentation.printSearch = enable; }
   bool getTimePasses() const { return instrumentation.timePasses; }
   /// Where dumps and the timing report go.
   void setDiagnosticStream(llvm::raw_ostream &os) { instrumentation.diagOS = &os; }

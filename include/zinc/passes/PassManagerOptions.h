@@ -1,7 +1,7 @@
 //===- PassManagerOptions.h - Command-line options of the pass manager ----===//
 //
-// --print-after-all, --print-after=NAME[,NAME] and --time-passes, shared by
-// every tool that runs passes. libLLVM registers options with these names
+// --print-after-all, --print-after=NAME[,NAME], --time-passes and
+// --print-search, shared by every tool that runs passes. libLLVM registers options with these names
 // for its own pass manager; registering zinc's replaces them.
 //
 //===----------------------------------------------------------------------===//

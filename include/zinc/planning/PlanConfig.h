@@ -48,6 +48,9 @@ struct PlanConfig {
   }
   /// Writes the decisions into `mem`, where the passes read them.
   void applyTo(MemoryOptions &mem) const;
+  /// The decisions in a line, for --print-search: "optimizer nvme,
+  /// parameters cpu, lead 2.0 with the link's queue, NVMe fetches first".
+  std::string describe() const;
 };
 
 /// What the user asked of the memory planner (zinc-compile's flags, read
