@@ -31,9 +31,11 @@ public:
 std::string busiestInstant(const ir::Graph &g, const TierLayout &layout, ir::Tier tier) {
   int64_t time = layout.peakTime[static_cast<unsigned>(tier)];
   std::vector<std::pair<uint64_t, const ir::Value *>> live;
-  for (const auto &[value, interval] : layout.intervals)
-    if (value->tier == tier && interval.begin <= time && time <= interval.end)
-      live.push_back({interval.size, value});
+  for (const auto &v : g.values()) {
+    const BufferInterval &interval = layout.intervals.at(v.get());
+    if (v->tier == tier && interval.begin <= time && time <= interval.end)
+      live.push_back({interval.size, v.get()});
+  }
   llvm::sort(live, [](const auto &a, const auto &b) {
     return a.first != b.first ? a.first > b.first : a.second->id < b.second->id;
   });

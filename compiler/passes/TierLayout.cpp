@@ -115,14 +115,13 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
         iv.begin = std::min(iv.begin, pos);
         iv.end = std::max(iv.end, pos);
       }
-  layout.intervals.reserve(g.values().size());
-  layout.offsets.reserve(g.values().size());
   for (const auto &v : g.values()) {
     BufferInterval &iv = byId[v->id];
     if (iv.begin > iv.end) // Never touched.
       iv.begin = iv.end = 0;
-    layout.intervals[v.get()] = iv;
   }
+  layout.intervals = ir::ValueTable<BufferInterval>(std::move(byId));
+  layout.offsets = ir::ValueTable<uint64_t>(g.valueIdBound());
   llvm::DenseMap<const ir::Value *, int64_t> lastNvmeRead;
   if (llvm::is_contained(tiers, ir::Tier::Nvme))
     for (int64_t pos = 0; pos < static_cast<int64_t>(order.size()); ++pos)
@@ -147,7 +146,7 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
     for (const auto &v : g.values())
       if (v->tier == tier) {
         p.members.push_back(v.get());
-        p.intervals.push_back(byId[v->id]);
+        p.intervals.push_back(layout.intervals.at(v.get()));
       }
     // The tier's workspaces follow its values, live the whole step.
     for (unsigned s = 0; s < kNumStreams; ++s)
@@ -233,7 +232,8 @@ static void copyPacking(TierLayout &into, const TierLayout &from, const ir::Grap
 }
 
 void takePackedTiers(TierLayout &into, const TierLayout &from, const ir::Graph &g) {
-  assert(into.intervals.size() == from.intervals.size() && "layouts of different graphs");
+  assert(into.intervals.idBound() == from.intervals.idBound() &&
+         "layouts of different graphs");
   for (unsigned t = 0; t < 3; ++t)
     if (from.packed[t])
       copyPacking(into, from, g, t);
@@ -251,8 +251,8 @@ static bool packingHolds(const ir::Graph &g, const TierLayout &partial,
       continue;
     if (i == was.size() || was[i++] != v.get())
       return false;
-    const BufferInterval &before = partial.intervals.find(v.get())->second;
-    const BufferInterval &after = now.intervals.find(v.get())->second;
+    const BufferInterval &before = partial.intervals.at(v.get());
+    const BufferInterval &after = now.intervals.at(v.get());
     if (before.size != after.size || before.begin != after.begin || before.end != after.end)
       return false;
   }

@@ -13,8 +13,8 @@
 #define ZINC_PASSES_TIERLAYOUT_H
 
 #include "zinc/ir/Graph.h"
+#include "zinc/ir/ValueTable.h"
 #include "zinc/passes/ArenaLayout.h"
-#include "llvm/ADT/DenseMap.h"
 #include <vector>
 
 namespace zinc {
@@ -39,9 +39,9 @@ void kernelWorkspaces(const ir::Graph &g, uint64_t (&bytes)[kNumStreams]);
 
 struct TierLayout {
   /// Live interval of every value, by value.
-  llvm::DenseMap<const ir::Value *, BufferInterval> intervals;
+  ir::ValueTable<BufferInterval> intervals;
   /// Offset of every value in its tier's arena.
-  llvm::DenseMap<const ir::Value *, uint64_t> offsets;
+  ir::ValueTable<uint64_t> offsets;
   /// Proven peak of each tier (index by ir::Tier).
   uint64_t peak[3] = {0, 0, 0};
   /// The most bytes live at one instant in each tier: no packing can do

@@ -2,6 +2,7 @@
 #include "zinc/ir/Graph.h"
 #include "zinc/ir/Parser.h"
 #include "zinc/ir/Printer.h"
+#include "zinc/ir/ValueTable.h"
 #include "zinc/ir/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
@@ -121,6 +122,49 @@ TEST(Graph, CloneIsDeepAndIdentical) {
   EXPECT_EQ(copy->numNodes(), 1u);
   EXPECT_TRUE((*g)->lookupValue("w")->hasUses());
   EXPECT_FALSE(w->hasUses());
+}
+
+// Nodes and values live in their graph's arena: a swap must carry it with
+// them, and erasing destroys at once (the use lists are left) while the
+// bytes wait for the graph.
+TEST(Graph, SwapCarriesNodesAndValuesWithTheirArena) {
+  auto other = std::make_unique<Graph>();
+  {
+    Chain t;
+    t.g.swap(*other);
+    EXPECT_EQ(t.g.numNodes(), 0u);
+  } // The chain's first graph, now empty, is gone.
+  EXPECT_EQ(order(*other), (std::vector<std::string>{"na", "nb", "nc"}));
+  Value *a = other->lookupValue("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(users(*a), (std::vector<std::string>{"nb#0"}));
+  other->setOutputs({a});
+  other->eraseNode(other->lastNode());
+  other->eraseNode(other->lastNode());
+  other->eraseDeadValues();
+  EXPECT_FALSE(refused(*other));
+  EXPECT_EQ(other->lookupValue("b"), nullptr);
+  EXPECT_FALSE(a->hasUses());
+  std::unique_ptr<Graph> copy = other->clone();
+  EXPECT_EQ(print(*copy), print(*other));
+  EXPECT_FALSE(refused(*copy));
+}
+
+TEST(ValueTable, IsDenseByIdAndHoldsAcrossAClone) {
+  Chain t;
+  ValueTable<uint64_t> offsets(t.g.valueIdBound());
+  offsets[t.b] = 64;
+  EXPECT_EQ(offsets.lookup(t.b), 64u);
+  EXPECT_EQ(offsets.lookup(t.a), 0u) << "never set reads as zero";
+  // A clone keeps the ids: the table reads its values as the original's.
+  std::unique_ptr<Graph> copy = t.g.clone();
+  EXPECT_EQ(offsets.lookup(copy->lookupValue("b")), 64u);
+  // A value made later grows the table when set.
+  Value *d = t.g.addValue("d", DType::F32, {2}, ValueRole::Activation);
+  EXPECT_EQ(offsets.lookup(d), 0u);
+  offsets[d] = 128;
+  EXPECT_EQ(offsets.at(d), 128u);
+  EXPECT_EQ(offsets.idBound(), t.g.valueIdBound());
 }
 
 TEST(Graph, IsOutputFollowsSetOutputs) {
