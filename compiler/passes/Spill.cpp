@@ -15,7 +15,9 @@
 // instants at once). So one round handles every overflowing instant, in
 // O(n log n). Then the tier is packed again; if fragmentation still
 // overflows it, the next round aims that much lower. allocate then proves
-// the result fits, or says what would.
+// the result fits, or says what would. The first round packs the tier only
+// when its live bytes fit the capacity: when they alone overflow it, no
+// packing fits, and the sweep needs only the intervals.
 //
 //===----------------------------------------------------------------------===//
 #include "zinc/ops/OpDefinition.h"
@@ -342,7 +344,18 @@ Relieved relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target)
   unsigned tier = static_cast<unsigned>(target.tier);
   uint64_t goal = capacity;
   for (unsigned round = 0; round < kMaxRounds; ++round) {
-    result.layout = computeTierLayout(g, {target.tier});
+    result.layout = round == 0 ? layoutTierWithin(g, target.tier, capacity)
+                               : computeTierLayout(g, {target.tier});
+    if (!result.layout->packed[tier]) {
+      // The live bytes alone overflow: the first sweep aims at the
+      // capacity by the intervals; packing waits for what it leaves.
+      bool relieved = relieve(g, *result.layout, goal, target);
+      result.layout.reset();
+      if (!relieved)
+        break; // allocate packs the tier and says what it needs.
+      result.changed = true;
+      continue;
+    }
     uint64_t peak = result.layout->peak[tier];
     if (peak <= capacity)
       break;

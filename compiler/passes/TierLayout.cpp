@@ -6,6 +6,7 @@
 #include "llvm/Support/MathExtras.h"
 #include <cassert>
 #include <future>
+#include <limits>
 #include <numeric>
 
 namespace zinc {
@@ -89,7 +90,10 @@ layoutInReadOrder(llvm::ArrayRef<const ir::Value *> members,
   return layout;
 }
 
-TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers) {
+/// computeTierLayout, leaving unpacked a tier whose live bytes alone exceed
+/// `packWithin`.
+static TierLayout layoutTiers(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers,
+                              uint64_t packWithin) {
   TierLayout layout;
   kernelWorkspaces(g, layout.workspaceBytes);
   std::vector<const ir::Node *> order;
@@ -136,6 +140,9 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
     std::vector<const ir::Value *> members;
     std::vector<BufferInterval> intervals;
     std::vector<unsigned> workspaces;
+    /// The most bytes live at one instant, and the first instant with them.
+    uint64_t liveBound = 0;
+    int64_t peakTime = 0;
     ArenaLayout arena;
   };
   std::vector<TierPacking> packings;
@@ -155,6 +162,33 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
         p.workspaces.push_back(s);
         p.intervals.push_back({layout.workspaceBytes[s], 0, last});
       }
+    // The instant of highest live bytes, where relieving pressure helps:
+    // a prefix sum over the node positions (intervals lie in [0, last + 1]).
+    std::vector<int64_t> delta(last + 3, 0);
+    for (const BufferInterval &iv : p.intervals) {
+      int64_t size = llvm::alignTo(std::max<uint64_t>(iv.size, 1), tierAlignment(tier));
+      delta[iv.begin] += size;
+      delta[iv.end + 1] -= size;
+    }
+    int64_t live = 0, most = -1;
+    for (int64_t time = 0; time < static_cast<int64_t>(delta.size()); ++time) {
+      if (!delta[time])
+        continue;
+      live += delta[time];
+      if (live > most) {
+        most = live;
+        p.peakTime = time;
+      }
+    }
+    p.liveBound = static_cast<uint64_t>(std::max<int64_t>(most, 0));
+    if (p.liveBound > packWithin) {
+      // No packing fits it: not worth making.
+      unsigned t = static_cast<unsigned>(tier);
+      layout.liveBound[t] = p.liveBound;
+      layout.peakTime[t] = p.peakTime;
+      packings.pop_back();
+      continue;
+    }
     buffers += p.intervals.size();
   }
   // The tiers pack independently: on big graphs, the first on a second
@@ -182,7 +216,6 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
 
   for (TierPacking &p : packings) {
     ir::Tier tier = p.tier;
-    const std::vector<BufferInterval> &intervals = p.intervals;
     const ArenaLayout &arena = p.arena;
     for (size_t i = 0; i < p.members.size(); ++i)
       layout.offsets[p.members[i]] = arena.offsets[i];
@@ -193,26 +226,17 @@ TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers)
     layout.members[t] = p.members;
     layout.peak[t] = arena.peak;
     layout.liveBound[t] = arena.liveLowerBound;
-    // The instant of highest live bytes, where relieving pressure helps:
-    // a prefix sum over the node positions (intervals lie in [0, last + 1]).
-    std::vector<int64_t> delta(last + 3, 0);
-    for (const BufferInterval &iv : intervals) {
-      int64_t size = llvm::alignTo(std::max<uint64_t>(iv.size, 1), tierAlignment(tier));
-      delta[iv.begin] += size;
-      delta[iv.end + 1] -= size;
-    }
-    int64_t live = 0, best = -1;
-    for (int64_t time = 0; time < static_cast<int64_t>(delta.size()); ++time) {
-      if (!delta[time])
-        continue;
-      live += delta[time];
-      if (live > best) {
-        best = live;
-        layout.peakTime[t] = time;
-      }
-    }
+    layout.peakTime[t] = p.peakTime;
   }
   return layout;
+}
+
+TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers) {
+  return layoutTiers(g, tiers, std::numeric_limits<uint64_t>::max());
+}
+
+TierLayout layoutTierWithin(const ir::Graph &g, ir::Tier tier, uint64_t capacity) {
+  return layoutTiers(g, {tier}, capacity);
 }
 
 /// Copies tier `t`'s packing from `from` into `into`.

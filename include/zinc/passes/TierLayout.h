@@ -69,6 +69,13 @@ TierLayout computeTierLayout(const ir::Graph &g,
                              llvm::ArrayRef<ir::Tier> tiers = {ir::Tier::Gpu, ir::Tier::Cpu,
                                                                ir::Tier::Nvme});
 
+/// computeTierLayout(g, {tier}), except that a tier whose live bytes alone
+/// exceed `capacity` is left unpacked (no packing could fit it): packed
+/// false, its live bound and peak time set. Spill's first sweep needs only
+/// the intervals, and a 10^6-buffer tier far over its capacity takes
+/// seconds to pack.
+TierLayout layoutTierWithin(const ir::Graph &g, ir::Tier tier, uint64_t capacity);
+
 /// Copies the packings of the tiers `from` packed into `into`; both are
 /// layouts of `g` as it is now.
 void takePackedTiers(TierLayout &into, const TierLayout &from, const ir::Graph &g);

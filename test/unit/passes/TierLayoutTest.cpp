@@ -73,4 +73,28 @@ TEST(TierLayout, APackingTheGraphOutgrewIsPackedAgain) {
       << "the GPU packing made before the change no longer holds";
 }
 
+TEST(TierLayout, ATierWhoseLiveBytesOverflowIsNotPacked) {
+  auto g = ir::parseGraph(kGraph, "t.zir");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  constexpr unsigned gpu = static_cast<unsigned>(ir::Tier::Gpu);
+  TierLayout whole = computeTierLayout(**g, {ir::Tier::Gpu});
+  ASSERT_GT(whole.liveBound[gpu], 64u);
+  // Below its live bytes: intervals, live bound and busiest instant, no
+  // packing.
+  TierLayout over = layoutTierWithin(**g, ir::Tier::Gpu, whole.liveBound[gpu] - 1);
+  EXPECT_FALSE(over.packed[gpu]);
+  EXPECT_EQ(over.liveBound[gpu], whole.liveBound[gpu]);
+  EXPECT_EQ(over.peakTime[gpu], whole.peakTime[gpu]);
+  for (const auto &v : (*g)->values()) {
+    EXPECT_EQ(over.intervals.at(v.get()).begin, whole.intervals.at(v.get()).begin);
+    EXPECT_EQ(over.intervals.at(v.get()).end, whole.intervals.at(v.get()).end);
+  }
+  // At its live bytes: the packing computeTierLayout makes.
+  TierLayout within = layoutTierWithin(**g, ir::Tier::Gpu, whole.liveBound[gpu]);
+  EXPECT_TRUE(within.packed[gpu]);
+  EXPECT_EQ(within.peak[gpu], whole.peak[gpu]);
+  for (const auto &v : (*g)->values())
+    EXPECT_EQ(within.offsets.lookup(v.get()), whole.offsets.lookup(v.get())) << v->name;
+}
+
 } // namespace
