@@ -24,6 +24,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Allocator.h"
+#include "llvm/Support/Compiler.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -227,9 +228,13 @@ private:
 };
 
 /// Destroys a node or value without freeing its bytes: they belong to the
-/// arena of the graph that made it (Graph::arena).
+/// arena of the graph that made it (Graph::arena). Under AddressSanitizer
+/// the bytes are poisoned, so a use of what was erased is still reported.
 struct DestroyInPlace {
-  template <class T> void operator()(T *p) const { p->~T(); }
+  template <class T> void operator()(T *p) const {
+    p->~T();
+    __asan_poison_memory_region(p, sizeof(T));
+  }
 };
 using ValuePtr = std::unique_ptr<Value, DestroyInPlace>;
 
