@@ -37,12 +37,16 @@ std::string bytesText(double bytes) {
   return llvm::formatv(format, bytes, units[unit]).str();
 }
 
-std::string secondsText(double s) {
+std::string secondsText(double s, unsigned decimals) {
+  auto in = [&](double value, llvm::StringRef unit, unsigned places) {
+    std::string format = "{0:f" + std::to_string(places) + "} {1}";
+    return llvm::formatv(format.c_str(), value, unit).str();
+  };
   if (s >= 1)
-    return llvm::formatv("{0:f2} s", s).str();
+    return in(s, "s", decimals);
   if (s >= 1e-3)
-    return llvm::formatv("{0:f2} ms", s * 1e3).str();
-  return llvm::formatv("{0:f1} us", s * 1e6).str();
+    return in(s * 1e3, "ms", decimals);
+  return in(s * 1e6, "us", decimals > 1 ? decimals - 1 : decimals);
 }
 
 } // namespace zinc::plan

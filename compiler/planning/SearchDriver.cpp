@@ -39,6 +39,7 @@
 #include "zinc/passes/HoistIntoStalls.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/passes/Spill.h"
+#include "zinc/plan/PlanNames.h"
 #include "zinc/planning/Lowering.h"
 #include "zinc/planning/Placement.h"
 #include "zinc/support/Error.h"
@@ -230,13 +231,8 @@ void SearchDriver::keep(Candidate &candidate) {
 /// The cost model's verdict on a lowered configuration, for --print-search:
 /// to four decimals, as the search compares steps within 1% of each other.
 std::string predictedStep(const plan::Prediction &p) {
-  auto text = [](double s) {
-    return s >= 1      ? llvm::formatv("{0:F4} s", s).str()
-           : s >= 1e-3 ? llvm::formatv("{0:F4} ms", s * 1e3).str()
-                       : llvm::formatv("{0:F4} us", s * 1e6).str();
-  };
-  return "predicted step " + text(p.stepSeconds) + " (bound " +
-         text(p.lowerBoundSeconds) + ")";
+  return "predicted step " + plan::secondsText(p.stepSeconds, 4) + " (bound " +
+         plan::secondsText(p.lowerBoundSeconds, 4) + ")";
 }
 
 void SearchDriver::trace(const PlanConfig &config,

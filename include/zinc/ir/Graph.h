@@ -355,7 +355,7 @@ private:
   /// Where the graph's nodes and values live, one after another in the
   /// order they are made: a clone lays its nodes out in program order, so
   /// a pass walking 10^5 nodes reads memory in order instead of waiting on
-  /// a cache miss a node, and a graph goes in a few frees. An erased node
+  /// a cache miss a node. An erased node
   /// or value is destroyed at once; its bytes go with the graph. Declared
   /// first: destroyed after everything in it.
   std::unique_ptr<llvm::BumpPtrAllocator> arena =

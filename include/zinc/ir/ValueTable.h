@@ -10,6 +10,7 @@
 #define ZINC_IR_VALUETABLE_H
 
 #include "zinc/ir/Graph.h"
+#include <cassert>
 #include <vector>
 
 namespace zinc::ir {

@@ -19,8 +19,8 @@ std::string tierName(int tier);
 /// "256 B", "832.2 KiB", "1.35 MiB", "29.26 GiB", "1.59 TiB".
 std::string bytesText(double bytes);
 
-/// "6.0 us", "1.85 ms", "2.70 s".
-std::string secondsText(double seconds);
+/// "6.0 us", "1.85 ms", "2.70 s"; `decimals` of ms and s (one fewer of us).
+std::string secondsText(double seconds, unsigned decimals = 2);
 
 } // namespace zinc::plan
 
