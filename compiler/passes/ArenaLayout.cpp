@@ -10,7 +10,10 @@
 // replaces them only where it is strictly smaller. Once a packing reaches
 // the live lower bound the others are skipped: nothing can beat it. On
 // arenas of many buffers, 3 is skipped too once 1 is within 1/4096 of the
-// bound (the margin the sweep is taken at).
+// bound (the margin the sweep is taken at). A packing's peak only grows as
+// it places buffers, so a size order stops as soon as its peak passes the
+// one it has to beat: on a large arena the sweep has usually set it, and a
+// packing fragmenting badly there costs a fraction of a full one.
 //
 // None compares a buffer with every placed one. The sweep (2) sees only the
 // buffers live at the instant a buffer starts and keeps their gaps in a set
@@ -295,12 +298,14 @@ private:
 
 } // namespace
 
-/// None when the packing gives up, past its budget of runs read or moved:
-/// the layouts of the test suite and of training graphs of 10^5 buffers use
-/// a quarter of it at most.
+/// None when the packing gives up, past its budget of runs read or moved
+/// (the layouts of the test suite and of training graphs of 10^5 buffers
+/// use a quarter of it at most), or once its peak passes `ceiling`: a
+/// packing's peak only grows as buffers are placed, so past the peak of
+/// one it must beat, it has lost.
 static llvm::Optional<ArenaLayout>
 packBySize(llvm::ArrayRef<BufferInterval> buffers, uint64_t alignment,
-           FitKind fit) {
+           FitKind fit, uint64_t ceiling = UINT64_MAX) {
   std::vector<size_t> order(buffers.size());
   std::iota(order.begin(), order.end(), 0);
   // Big and long-lived first: they constrain the packing most.
@@ -320,7 +325,7 @@ packBySize(llvm::ArrayRef<BufferInterval> buffers, uint64_t alignment,
     uint64_t size = extentOf(b, alignment);
     layout.offsets[idx] = placed.place(b.begin, b.end, size, fit);
     layout.peak = std::max(layout.peak, layout.offsets[idx] + size);
-    if (placed.workDone() > budget)
+    if (placed.workDone() > budget || layout.peak > ceiling)
       return llvm::None;
   }
   return layout;
@@ -401,8 +406,10 @@ ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
       return std::move(*byTime);
     }
   }
-  llvm::Optional<ArenaLayout> layout =
-      packBySize(buffers, alignment, FitKind::Best);
+  // Best fit is kept unless the sweep is strictly smaller: past the
+  // sweep's peak it has lost.
+  llvm::Optional<ArenaLayout> layout = packBySize(
+      buffers, alignment, FitKind::Best, byTime ? byTime->peak : UINT64_MAX);
   auto keepIfSmaller = [&](llvm::Optional<ArenaLayout> other) {
     if (other && (!layout || other->peak < layout->peak))
       layout = std::move(other);
@@ -416,8 +423,10 @@ ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
   // arena once best fit is as near the bound as the sweep must be.
   bool nearBound = buffers.size() >= kManyBuffers && layout &&
                    layout->peak - bound <= bound / kNearBoundFraction;
+  // First fit replaces the best only when strictly smaller.
   if (!optimal() && !nearBound)
-    keepIfSmaller(packBySize(buffers, alignment, FitKind::First));
+    keepIfSmaller(
+        packBySize(buffers, alignment, FitKind::First, layout->peak - 1));
   layout->liveLowerBound = bound;
   return std::move(*layout);
 }
