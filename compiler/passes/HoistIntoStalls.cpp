@@ -35,8 +35,15 @@ public:
       effects.push_back(&nodes[i]->effects());
       if (effects[i]->updatesInPlace())
         for (unsigned k = 0; k < nodes[i]->inputs.size(); ++k)
-          if (ir::Value *v = nodes[i]->inputs[k]; v && effects[i]->writesInput(k))
-            inPlaceWriters[v].push_back(i);
+          if (ir::Value *v = nodes[i]->inputs[k]; v && effects[i]->writesInput(k)) {
+            Writers &w = inPlaceWriters[v];
+            if (!w.at.empty() && w.at.back() == i)
+              continue; // The same node writing it through two operands.
+            w.latestEnd.push_back(
+                std::max(w.latestEnd.empty() ? timeline[i].end : w.latestEnd.back(),
+                         timeline[i].end));
+            w.at.push_back(i);
+          }
     }
     moved.assign(nodes.size(), false);
     size_t total = 0;
@@ -64,6 +71,7 @@ private:
   /// Moves compute from after node `at` to just before it, covering up to
   /// `stall` seconds of the wait that begins at `idleFrom`.
   size_t fill(size_t at, double idleFrom, double stall) {
+    waitAt = at;
     llvm::DenseSet<const ir::Value *> writtenBetween, readBetween;
     llvm::DenseSet<const ir::Node *> hoisted;
     auto stays = [&](size_t i) {
@@ -133,11 +141,20 @@ private:
         continue;
       if (!done(v->def))
         return false;
-      auto writers = inPlaceWriters.find(v);
-      if (writers != inPlaceWriters.end())
-        for (size_t w : writers->second)
-          if (w != j && !done(nodes[w]))
-            return false;
+      auto found = inPlaceWriters.find(v);
+      if (found == inPlaceWriters.end())
+        continue;
+      // Writers from j on are not ahead of it. Those before the wait
+      // cannot be among the nodes moved with it: the latest end among
+      // them decides, read from the running maximum. Only those between
+      // the wait and j (within the window) are looked at one by one.
+      const Writers &w = found->second;
+      size_t beforeWait = std::lower_bound(w.at.begin(), w.at.end(), waitAt) - w.at.begin();
+      if (beforeWait && w.latestEnd[beforeWait - 1] > when)
+        return false;
+      for (size_t k = beforeWait; k < w.at.size() && w.at[k] < j; ++k)
+        if (!done(nodes[w.at[k]]))
+          return false;
     }
     return true;
   }
@@ -150,8 +167,15 @@ private:
   llvm::DenseMap<const ir::Node *, size_t> index;
   /// effects[i]: node i's declared effects.
   std::vector<const OpEffects *> effects;
-  /// The nodes (by index) that update each value in place.
-  llvm::DenseMap<const ir::Value *, llvm::SmallVector<size_t, 2>> inPlaceWriters;
+  /// The nodes (by index, ascending) that update a value in place, and
+  /// the latest predicted end among the first k + 1 of them.
+  struct Writers {
+    llvm::SmallVector<size_t, 2> at;
+    llvm::SmallVector<double, 2> latestEnd;
+  };
+  llvm::DenseMap<const ir::Value *, Writers> inPlaceWriters;
+  /// The node whose wait fill() is filling.
+  size_t waitAt = 0;
   std::vector<bool> moved;
 };
 
