@@ -13,7 +13,9 @@
 // bound (the margin the sweep is taken at). A packing's peak only grows as
 // it places buffers, so a size order stops as soon as its peak passes the
 // one it has to beat: on a large arena the sweep has usually set it, and a
-// packing fragmenting badly there costs a fraction of a full one.
+// packing fragmenting badly there costs a fraction of a full one. On such
+// arenas 3 packs on a second thread while 1 does, and is stopped if 1
+// turns out near the bound: the layout is the same as one after the other.
 //
 // None compares a buffer with every placed one. The sweep (2) sees only the
 // buffers live at the instant a buffer starts and keeps their gaps in a set
@@ -33,10 +35,13 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/MathExtras.h"
 #include <algorithm>
+#include <atomic>
 #include <cassert>
+#include <future>
 #include <map>
 #include <numeric>
 #include <set>
+#include <thread>
 
 namespace zinc {
 
@@ -302,10 +307,11 @@ private:
 /// (the layouts of the test suite and of training graphs of 10^5 buffers
 /// use a quarter of it at most), or once its peak passes `ceiling`: a
 /// packing's peak only grows as buffers are placed, so past the peak of
-/// one it must beat, it has lost.
+/// one it must beat, it has lost. The ceiling may be lowered while it runs
+/// (on another thread) as that one becomes known.
 static llvm::Optional<ArenaLayout>
 packBySize(llvm::ArrayRef<BufferInterval> buffers, uint64_t alignment,
-           FitKind fit, uint64_t ceiling = UINT64_MAX) {
+           FitKind fit, const std::atomic<uint64_t> &ceiling) {
   std::vector<size_t> order(buffers.size());
   std::iota(order.begin(), order.end(), 0);
   // Big and long-lived first: they constrain the packing most.
@@ -325,7 +331,8 @@ packBySize(llvm::ArrayRef<BufferInterval> buffers, uint64_t alignment,
     uint64_t size = extentOf(b, alignment);
     layout.offsets[idx] = placed.place(b.begin, b.end, size, fit);
     layout.peak = std::max(layout.peak, layout.offsets[idx] + size);
-    if (placed.workDone() > budget || layout.peak > ceiling)
+    if (placed.workDone() > budget ||
+        layout.peak > ceiling.load(std::memory_order_relaxed))
       return llvm::None;
   }
   return layout;
@@ -369,6 +376,10 @@ static ArenaLayout packByTime(llvm::ArrayRef<BufferInterval> buffers,
 static constexpr size_t kManyBuffers = 8192;
 /// ... and keep it when it is within this fraction of the live bound.
 static constexpr uint64_t kNearBoundFraction = 4096;
+/// A sweep further than this fraction from the bound mostly means a best
+/// fit not near it either, so first fit is worth starting beside it; where
+/// that is wrong, the second thread is stopped when best fit ends.
+static constexpr uint64_t kFarFromBoundFraction = 256;
 
 ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
                         uint64_t alignment) {
@@ -406,10 +417,25 @@ ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
       return std::move(*byTime);
     }
   }
+  // First fit replaces the best of the others only when strictly smaller
+  // than both. Where the sweep is far from the bound, best fit likely is
+  // too, and first fit will be wanted: it packs on a second thread
+  // meanwhile, under the sweep's peak, then under best fit's once known,
+  // or is stopped when not wanted after all.
+  std::atomic<uint64_t> firstCeiling{UINT64_MAX};
+  std::future<llvm::Optional<ArenaLayout>> firstFit;
+  if (byTime && byTime->peak - bound > bound / kFarFromBoundFraction &&
+      std::thread::hardware_concurrency() > 1) {
+    firstCeiling = byTime->peak - 1;
+    firstFit = std::async(std::launch::async, [&] {
+      return packBySize(buffers, alignment, FitKind::First, firstCeiling);
+    });
+  }
   // Best fit is kept unless the sweep is strictly smaller: past the
   // sweep's peak it has lost.
-  llvm::Optional<ArenaLayout> layout = packBySize(
-      buffers, alignment, FitKind::Best, byTime ? byTime->peak : UINT64_MAX);
+  const std::atomic<uint64_t> bestCeiling{byTime ? byTime->peak : UINT64_MAX};
+  llvm::Optional<ArenaLayout> layout =
+      packBySize(buffers, alignment, FitKind::Best, bestCeiling);
   auto keepIfSmaller = [&](llvm::Optional<ArenaLayout> other) {
     if (other && (!layout || other->peak < layout->peak))
       layout = std::move(other);
@@ -423,10 +449,17 @@ ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
   // arena once best fit is as near the bound as the sweep must be.
   bool nearBound = buffers.size() >= kManyBuffers && layout &&
                    layout->peak - bound <= bound / kNearBoundFraction;
-  // First fit replaces the best only when strictly smaller.
-  if (!optimal() && !nearBound)
+  bool wantFirst = !optimal() && !nearBound;
+  if (firstFit.valid()) {
+    firstCeiling = wantFirst ? layout->peak - 1 : 0;
+    llvm::Optional<ArenaLayout> first = firstFit.get();
+    if (wantFirst)
+      keepIfSmaller(std::move(first));
+  } else if (wantFirst) {
+    firstCeiling = layout->peak - 1;
     keepIfSmaller(
-        packBySize(buffers, alignment, FitKind::First, layout->peak - 1));
+        packBySize(buffers, alignment, FitKind::First, firstCeiling));
+  }
   layout->liveLowerBound = bound;
   return std::move(*layout);
 }
