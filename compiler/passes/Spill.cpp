@@ -310,10 +310,9 @@ bool relieve(ir::Graph &g, const TierLayout &layout, uint64_t goal,
 
 /// Whether the tier's buffers fit even with none sharing bytes: no packing
 /// places a buffer above the sum of those placed before it.
-bool fitsSideBySide(const ir::Graph &g, uint64_t capacity, ir::Tier tier = ir::Tier::Gpu) {
+bool fitsSideBySide(const ir::Graph &g, uint64_t capacity, ir::Tier tier,
+                    const uint64_t (&workspaces)[kNumStreams]) {
   uint64_t align = tierAlignment(tier), total = 0;
-  uint64_t workspaces[kNumStreams];
-  kernelWorkspaces(g, workspaces);
   for (unsigned s = 0; s < kNumStreams; ++s)
     if (workspaceTier(static_cast<ir::Stream>(s)) == tier)
       total += llvm::alignTo(workspaces[s], align);
@@ -336,16 +335,19 @@ struct Relieved {
 };
 
 /// Rounds of sweeps over one tier until it fits `capacity` or a round
-/// changes nothing.
-Relieved relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target) {
+/// changes nothing. `workspaces`: each stream's (kernelWorkspaces), which
+/// no round changes: its copies run on the copy links, which take none,
+/// and a recomputation is a copy of a kernel with the same operands.
+Relieved relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target,
+                     const uint64_t (&workspaces)[kNumStreams]) {
   Relieved result;
-  if (!capacity || fitsSideBySide(g, capacity, target.tier))
+  if (!capacity || fitsSideBySide(g, capacity, target.tier, workspaces))
     return result;
   unsigned tier = static_cast<unsigned>(target.tier);
   uint64_t goal = capacity;
   for (unsigned round = 0; round < kMaxRounds; ++round) {
-    result.layout = round == 0 ? layoutTierWithin(g, target.tier, capacity)
-                               : computeTierLayout(g, {target.tier});
+    result.layout = layoutTierWithin(g, target.tier, workspaces,
+                                     round == 0 ? capacity : UINT64_MAX);
     if (!result.layout->packed[tier]) {
       // The live bytes alone overflow: the first sweep aims at the
       // capacity by the intervals; packing waits for what it leaves.
@@ -375,14 +377,16 @@ Relieved relieveTier(ir::Graph &g, uint64_t capacity, const SpillTarget &target)
 
 llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
   const MemoryOptions &mem = ctx.memory;
-  Relieved gpu = relieveTier(g, mem.gpuCapacity, kGpuSpill);
+  uint64_t workspaces[kNumStreams];
+  kernelWorkspaces(g, workspaces);
+  Relieved gpu = relieveTier(g, mem.gpuCapacity, kGpuSpill, workspaces);
   Relieved cpu;
   // What the CPU tier cannot hold (gradients waiting for the host update,
   // activations the GPU let go) waits on NVMe, when the plan has an NVMe
   // tier to put it in.
   if (mem.nvmeCapacity &&
       (mem.optimizerTier == ir::Tier::Nvme || mem.paramsTier == ir::Tier::Nvme)) {
-    cpu = relieveTier(g, mem.cpuCapacity, kCpuSpill);
+    cpu = relieveTier(g, mem.cpuCapacity, kCpuSpill, workspaces);
     if (cpu.changed)
       gpu.layout.reset(); // Packed before these copies.
   }
@@ -400,10 +404,12 @@ llvm::Expected<bool> Spill::run(ir::Graph &g, PassContext &ctx) {
 } // namespace
 
 bool gpuFitsUnspilled(const ir::Graph &g, uint64_t capacity) {
-  if (!capacity || fitsSideBySide(g, capacity))
+  uint64_t workspaces[kNumStreams];
+  kernelWorkspaces(g, workspaces);
+  if (!capacity || fitsSideBySide(g, capacity, ir::Tier::Gpu, workspaces))
     return true;
   constexpr unsigned gpu = static_cast<unsigned>(ir::Tier::Gpu);
-  return computeTierLayout(g, {ir::Tier::Gpu}).peak[gpu] <= capacity;
+  return layoutTierWithin(g, ir::Tier::Gpu, workspaces).peak[gpu] <= capacity;
 }
 
 std::unique_ptr<Pass> createSpillPass() { return std::make_unique<Spill>(); }

@@ -93,9 +93,10 @@ layoutInReadOrder(llvm::ArrayRef<const ir::Value *> members,
 /// computeTierLayout, leaving unpacked a tier whose live bytes alone exceed
 /// `packWithin`.
 static TierLayout layoutTiers(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers,
+                              const uint64_t (&workspaces)[kNumStreams],
                               uint64_t packWithin) {
   TierLayout layout;
-  kernelWorkspaces(g, layout.workspaceBytes);
+  std::copy(std::begin(workspaces), std::end(workspaces), layout.workspaceBytes);
   std::vector<const ir::Node *> order;
   for (const auto &n : g.nodes())
     order.push_back(&*n);
@@ -232,11 +233,14 @@ static TierLayout layoutTiers(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers
 }
 
 TierLayout computeTierLayout(const ir::Graph &g, llvm::ArrayRef<ir::Tier> tiers) {
-  return layoutTiers(g, tiers, std::numeric_limits<uint64_t>::max());
+  uint64_t workspaces[kNumStreams];
+  kernelWorkspaces(g, workspaces);
+  return layoutTiers(g, tiers, workspaces, std::numeric_limits<uint64_t>::max());
 }
 
-TierLayout layoutTierWithin(const ir::Graph &g, ir::Tier tier, uint64_t capacity) {
-  return layoutTiers(g, {tier}, capacity);
+TierLayout layoutTierWithin(const ir::Graph &g, ir::Tier tier,
+                            const uint64_t (&workspaces)[kNumStreams], uint64_t capacity) {
+  return layoutTiers(g, {tier}, workspaces, capacity);
 }
 
 /// Copies tier `t`'s packing from `from` into `into`.

@@ -69,12 +69,17 @@ TierLayout computeTierLayout(const ir::Graph &g,
                              llvm::ArrayRef<ir::Tier> tiers = {ir::Tier::Gpu, ir::Tier::Cpu,
                                                                ir::Tier::Nvme});
 
-/// computeTierLayout(g, {tier}), except that a tier whose live bytes alone
+/// computeTierLayout(g, {tier}) with each stream's workspace given (what
+/// kernelWorkspaces(g) says): spill's rounds add copies and copies of
+/// kernels already there, so the workspaces stay what they were, and a walk
+/// over every node's op is saved each round. A tier whose live bytes alone
 /// exceed `capacity` is left unpacked (no packing could fit it): packed
 /// false, its live bound and peak time set. Spill's first sweep needs only
 /// the intervals, and a 10^6-buffer tier far over its capacity takes
 /// seconds to pack.
-TierLayout layoutTierWithin(const ir::Graph &g, ir::Tier tier, uint64_t capacity);
+TierLayout layoutTierWithin(const ir::Graph &g, ir::Tier tier,
+                            const uint64_t (&workspaces)[kNumStreams],
+                            uint64_t capacity = UINT64_MAX);
 
 /// Copies the packings of the tiers `from` packed into `into`; both are
 /// layouts of `g` as it is now.

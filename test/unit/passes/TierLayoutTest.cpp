@@ -79,9 +79,12 @@ TEST(TierLayout, ATierWhoseLiveBytesOverflowIsNotPacked) {
   constexpr unsigned gpu = static_cast<unsigned>(ir::Tier::Gpu);
   TierLayout whole = computeTierLayout(**g, {ir::Tier::Gpu});
   ASSERT_GT(whole.liveBound[gpu], 64u);
+  uint64_t workspaces[kNumStreams];
+  kernelWorkspaces(**g, workspaces);
   // Below its live bytes: intervals, live bound and busiest instant, no
   // packing.
-  TierLayout over = layoutTierWithin(**g, ir::Tier::Gpu, whole.liveBound[gpu] - 1);
+  TierLayout over =
+      layoutTierWithin(**g, ir::Tier::Gpu, workspaces, whole.liveBound[gpu] - 1);
   EXPECT_FALSE(over.packed[gpu]);
   EXPECT_EQ(over.liveBound[gpu], whole.liveBound[gpu]);
   EXPECT_EQ(over.peakTime[gpu], whole.peakTime[gpu]);
@@ -90,11 +93,14 @@ TEST(TierLayout, ATierWhoseLiveBytesOverflowIsNotPacked) {
     EXPECT_EQ(over.intervals.at(v.get()).end, whole.intervals.at(v.get()).end);
   }
   // At its live bytes: the packing computeTierLayout makes.
-  TierLayout within = layoutTierWithin(**g, ir::Tier::Gpu, whole.liveBound[gpu]);
+  TierLayout within =
+      layoutTierWithin(**g, ir::Tier::Gpu, workspaces, whole.liveBound[gpu]);
   EXPECT_TRUE(within.packed[gpu]);
   EXPECT_EQ(within.peak[gpu], whole.peak[gpu]);
   for (const auto &v : (*g)->values())
     EXPECT_EQ(within.offsets.lookup(v.get()), whole.offsets.lookup(v.get())) << v->name;
+  for (unsigned s = 0; s < kNumStreams; ++s)
+    EXPECT_EQ(within.workspaceBytes[s], whole.workspaceBytes[s]);
 }
 
 } // namespace
