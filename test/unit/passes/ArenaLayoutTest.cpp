@@ -263,6 +263,29 @@ TEST(ArenaLayoutTest, LargeArenaTheSweepPacksBadlyStillGetsBestFit) {
   EXPECT_EQ(layout.peak, layout.liveLowerBound);
 }
 
+TEST(ArenaLayoutTest, LargeArenaWhereFirstFitWinsTakesIt) {
+  // FirstFitWinsWhereBestFitStrandsAHole's six buffers, in 1400 windows
+  // apart in time: past the size where the sweep goes first, and the sweep
+  // lands far from the bound (832 of 704 bytes a window), so first fit
+  // packs beside best fit on a second thread, and its layout is the one
+  // kept, the same every time.
+  std::vector<BufferInterval> bufs;
+  for (int64_t w = 0; w < 1400; ++w) {
+    int64_t t = 10 * w;
+    for (BufferInterval b : {BufferInterval{128, 2, 4}, BufferInterval{128, 2, 3},
+                             BufferInterval{256, 4, 5}, BufferInterval{256, 5, 6},
+                             BufferInterval{192, 3, 6}, BufferInterval{128, 3, 4}})
+      bufs.push_back({b.size, t + b.begin, t + b.end});
+  }
+  ASSERT_GE(bufs.size(), 8192u);
+  ArenaLayout layout = layoutArena(bufs, 64);
+  EXPECT_TRUE(expectValidLayout(bufs, layout, 64));
+  EXPECT_EQ(layout.liveLowerBound, 704u);
+  EXPECT_EQ(layout.peak, 704u);
+  for (int run = 0; run < 3; ++run)
+    EXPECT_EQ(layoutArena(bufs, 64).offsets, layout.offsets);
+}
+
 TEST(ArenaLayoutTest, IsDeterministic) {
   std::vector<BufferInterval> bufs = {{64, 0, 3}, {64, 0, 3}, {64, 2, 5}, {64, 4, 6}};
   EXPECT_EQ(layoutArena(bufs).offsets, layoutArena(bufs).offsets);
