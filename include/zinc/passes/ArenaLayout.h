@@ -35,7 +35,9 @@ struct ArenaLayout {
 /// largest-first first fit where that is smaller still); offsets are
 /// multiples of `alignment`. Arenas of 8192 buffers or more keep the
 /// first-use-first packing alone when it is within 1/4096 of the live bound.
-/// Deterministic: ties break by buffer index.
+/// Deterministic: ties break by buffer index, and the same layout whether
+/// or not first fit runs on a second thread beside best fit (large arenas
+/// the sweep packs far from the bound). Safe to call from several threads.
 /// Requires begin <= end. About O(n log n): see ArenaLayout.cpp.
 ArenaLayout layoutArena(llvm::ArrayRef<BufferInterval> buffers,
                         uint64_t alignment = 64);
