@@ -71,7 +71,6 @@ private:
   /// Moves compute from after node `at` to just before it, covering up to
   /// `stall` seconds of the wait that begins at `idleFrom`.
   size_t fill(size_t at, double idleFrom, double stall) {
-    waitAt = at;
     llvm::DenseSet<const ir::Value *> writtenBetween, readBetween;
     llvm::DenseSet<const ir::Node *> hoisted;
     auto stays = [&](size_t i) {
@@ -94,7 +93,7 @@ private:
         continue; // Already ahead of an earlier wait.
       ir::Node &m = *nodes[j];
       if (m.stream == ir::Stream::Compute && independent(j, writtenBetween, readBetween) &&
-          readyBy(m, j, idleFrom + covered, hoisted)) {
+          readyBy(m, j, at, idleFrom + covered, hoisted)) {
         chosen.push_back(&m);
         hoisted.insert(&m);
         moved[j] = true;
@@ -125,10 +124,11 @@ private:
     return true;
   }
 
-  /// Whether every value `m` (at position j) reads is predicted complete by
-  /// `when`: its definition and in-place writers before it have ended, or
-  /// are among the nodes moved with it.
-  bool readyBy(const ir::Node &m, size_t j, double when,
+  /// Whether every value `m` (at position j, a candidate for the wait at
+  /// `waitAt`) reads is predicted complete by `when`: its definition and
+  /// in-place writers before it have ended, or are among the nodes moved
+  /// with it.
+  bool readyBy(const ir::Node &m, size_t j, size_t waitAt, double when,
                const llvm::DenseSet<const ir::Node *> &hoisted) const {
     auto done = [&](const ir::Node *writer) {
       if (!writer || hoisted.count(writer))
@@ -174,8 +174,6 @@ private:
     llvm::SmallVector<double, 2> latestEnd;
   };
   llvm::DenseMap<const ir::Value *, Writers> inPlaceWriters;
-  /// The node whose wait fill() is filling.
-  size_t waitAt = 0;
   std::vector<bool> moved;
 };
 
