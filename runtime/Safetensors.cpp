@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,18 +135,86 @@ static llvm::Error parseHeader(llvm::StringRef path, llvm::StringRef header,
   return llvm::Error::success();
 }
 
+/// Reads n bytes at `offset` of `fd` into `out`, through short reads and
+/// signals; errors start with the path.
+static llvm::Error readFully(int fd, char *out, uint64_t n, uint64_t offset,
+                             llvm::StringRef path) {
+  uint64_t done = 0;
+  while (done < n) {
+    ssize_t got = ::pread(fd, out + done, n - done,
+                          static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      return makeError(path + ": cannot read: " +
+                       (got < 0 ? std::strerror(errno)
+                                : "the file is shorter than it was"));
+    done += static_cast<uint64_t>(got);
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+/// A file's bytes read into anonymous pages of its own, unmapped when
+/// dropped. Through malloc a dropped shard may stay resident: once glibc has
+/// freed a block this large its mmap threshold rises, later ones come from
+/// the reading thread's arena, and an arena gives pages back from its top
+/// alone, so a run over many shards would hold more than the two it keeps.
+class ReadIntoPagesBuffer final : public llvm::MemoryBuffer {
+public:
+  ReadIntoPagesBuffer(char *base, uint64_t mapped, uint64_t size)
+      : base(base), mapped(mapped) {
+    init(base, base + size, /*RequiresNullTerminator=*/false);
+  }
+  ~ReadIntoPagesBuffer() override { ::munmap(base, mapped); }
+  BufferKind getBufferKind() const override { return MemoryBuffer_Malloc; }
+
+private:
+  char *base;
+  uint64_t mapped;
+};
+} // namespace
+
+/// The whole file at `path`, read before this returns.
+static llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
+readIntoPages(llvm::StringRef path) {
+  int fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return makeError(path + ": cannot open: " + std::strerror(errno));
+  auto closeFd = llvm::make_scope_exit([&] { ::close(fd); });
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return makeError(path + ": cannot stat: " + std::strerror(errno));
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  // One byte more than the file, so that an empty one still maps.
+  uint64_t mapped = size + 1;
+  void *p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return makeError(path + ": cannot map " + llvm::Twine(size) +
+                     " bytes to read it into: " + std::strerror(errno));
+  auto buffer = std::make_unique<ReadIntoPagesBuffer>(static_cast<char *>(p),
+                                                      mapped, size);
+  if (auto err = readFully(fd, static_cast<char *>(p), size, 0, path))
+    return std::move(err);
+  return std::unique_ptr<llvm::MemoryBuffer>(std::move(buffer));
+}
+
 llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path,
                                                       bool readIntoMemory) {
-  // LLVM maps a file unless it is volatile and wants a terminator: both,
-  // to have it read (the terminator is one byte past the buffer).
-  auto buf =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/readIntoMemory,
-                                  /*IsVolatile=*/readIntoMemory);
-  if (!buf)
-    return makeError(path + ": cannot open: " + buf.getError().message());
   SafetensorsFile file;
-  file.buffer = std::move(*buf);
+  if (readIntoMemory) {
+    auto buf = readIntoPages(path);
+    if (!buf)
+      return buf.takeError();
+    file.buffer = std::move(*buf);
+  } else {
+    auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+    if (!buf)
+      return makeError(path + ": cannot open: " + buf.getError().message());
+    file.buffer = std::move(*buf);
+  }
   llvm::StringRef bytes = file.buffer->getBuffer();
   auto headerSize = headerSizeOf(path, bytes.take_front(8), bytes.size());
   if (!headerSize)
@@ -171,19 +240,7 @@ SafetensorsFile::openHeader(llvm::StringRef path) {
   auto readAt = [&](std::string &out, uint64_t offset,
                     uint64_t n) -> llvm::Error {
     out.resize(n);
-    uint64_t done = 0;
-    while (done < n) {
-      ssize_t got =
-          ::pread(fd, &out[done], n - done, static_cast<off_t>(offset + done));
-      if (got < 0 && errno == EINTR)
-        continue;
-      if (got <= 0)
-        return makeError(path + ": cannot read: " +
-                         (got < 0 ? std::strerror(errno)
-                                  : "the file is shorter than it was"));
-      done += static_cast<uint64_t>(got);
-    }
-    return llvm::Error::success();
+    return readFully(fd, out.data(), n, offset, path);
   };
   std::string first8, header;
   if (fileSize >= 8)

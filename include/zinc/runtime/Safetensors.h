@@ -32,7 +32,8 @@ class SafetensorsFile {
 public:
   /// Errors start with the path and say what is malformed. The file is
   /// mapped, or with `readIntoMemory` read whole before this returns (a
-  /// reader on a thread of its own then leaves no page fault for later).
+  /// reader on a thread of its own then leaves no page fault for later) into
+  /// pages of its own, given back to the system when the file is dropped.
   static llvm::Expected<SafetensorsFile> open(llvm::StringRef path,
                                               bool readIntoMemory = false);
   /// The header alone, checked as open checks it, read without the data:
