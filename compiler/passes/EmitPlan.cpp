@@ -11,6 +11,7 @@
 #include <array>
 #include <future>
 #include <memory>
+#include <tuple>
 
 namespace zinc {
 
@@ -81,14 +82,8 @@ static plan::Stream toPlanStream(ir::Stream s) {
 }
 
 namespace {
-/// Bytes one instruction touches in one tier.
-struct Access {
-  ir::Tier tier;
-  uint64_t begin, end;
-  bool write;
-};
-
-/// The same access as the range [lo, hi) of its tier's shadow segments.
+/// An instruction's access to a value's bytes, as the range [lo, hi) of its
+/// tier's shadow segments.
 struct SegmentAccess {
   ir::Tier tier;
   bool write;
@@ -163,12 +158,11 @@ public:
                        this->bounds.end());
   }
 
-  /// `a` as a range of segments: looked up once per access, not once per
-  /// stream queried.
-  SegmentAccess segments(const Access &a) const {
-    return {a.tier, a.write,
-            static_cast<uint32_t>(llvm::lower_bound(bounds, a.begin) - bounds.begin()),
-            static_cast<uint32_t>(llvm::lower_bound(bounds, a.end) - bounds.begin())};
+  /// The segments of bytes [begin, end): looked up once per value, not
+  /// once per access or stream queried.
+  std::pair<uint32_t, uint32_t> segments(uint64_t begin, uint64_t end) const {
+    return {static_cast<uint32_t>(llvm::lower_bound(bounds, begin) - bounds.begin()),
+            static_cast<uint32_t>(llvm::lower_bound(bounds, end) - bounds.begin())};
   }
 
   /// The latest instruction on stream `t` whose access conflicts with `a`
@@ -199,13 +193,6 @@ private:
 };
 } // namespace
 
-/// Event edges: each instruction waits for the latest earlier instruction on
-/// every other stream whose bytes conflict with its own (overlapping, one of
-/// them writing: data dependences and the reuse of a buffer alike), unless
-/// its stream already waited on that one or a later one of that stream.
-/// The latest conflict on each stream comes from per-tier shadow memory, so
-/// an instruction costs O(log n) per operand and stream, however far back
-/// the conflict is.
 /// The event edges for the plan's instructions, in program order: what
 /// each instruction waits for and signals.
 struct StreamEvents {
@@ -214,45 +201,78 @@ struct StreamEvents {
   unsigned numEvents = 0;
 };
 
+/// Event edges: each instruction waits for the latest earlier instruction on
+/// every other stream whose bytes conflict with its own (overlapping, one of
+/// them writing: data dependences and the reuse of a buffer alike), unless
+/// its stream already waited on that one or a later one of that stream.
+/// The latest conflict on each stream comes from per-tier shadow memory, so
+/// an instruction costs O(log n) per operand and stream, however far back
+/// the conflict is; a stream that issued nothing since the instruction's
+/// stream last waited on it is not asked (most of them, most of the time).
 static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
   StreamEvents events;
   std::vector<const ir::Node *> order;
+  order.reserve(g.numNodes());
   for (const auto &n : g.nodes())
     order.push_back(&*n);
-  // Instruction i's accesses are accesses[first[i], first[i + 1]).
-  std::vector<Access> accesses;
-  std::vector<uint32_t> first;
-  first.reserve(order.size() + 1);
+  // Each value's bytes, once: a value is accessed by its writer and each
+  // reader, and they all see the same range.
+  struct ValueBytes {
+    uint64_t begin = 0, end = 0;
+    uint32_t lo = 0, hi = 0;
+    bool seen = false;
+  };
+  std::vector<ValueBytes> bytesOf(g.valueIdBound());
+  std::vector<const ir::Value *> touched;
   std::vector<uint64_t> bounds[kTiers];
-  for (size_t i = 0; i < order.size(); ++i) {
-    const ir::Node &n = *order[i];
-    first.push_back(static_cast<uint32_t>(accesses.size()));
-    auto add = [&](const ir::Value *v, bool write) {
-      uint64_t off = layout.offsets.lookup(v);
-      uint64_t extent = llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1),
-                                      tierAlignment(v->tier));
-      accesses.push_back({v->tier, off, off + extent, write});
-      unsigned tier = static_cast<unsigned>(v->tier);
-      bounds[tier].push_back(off);
-      bounds[tier].push_back(off + extent);
-    };
-    const OpEffects &effects = n.effects(); // A table lookup: once a node.
-    for (unsigned k = 0; k < n.inputs.size(); ++k)
-      if (n.inputs[k])
-        add(n.inputs[k], effects.writesInput(k));
-    for (const ir::Value *out : n.outputs)
+  auto note = [&](const ir::Value *v) {
+    ValueBytes &b = bytesOf[v->id];
+    if (b.seen)
+      return;
+    b.seen = true;
+    b.begin = layout.offsets.lookup(v);
+    b.end = b.begin + llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1),
+                                    tierAlignment(v->tier));
+    touched.push_back(v);
+    unsigned tier = static_cast<unsigned>(v->tier);
+    bounds[tier].push_back(b.begin);
+    bounds[tier].push_back(b.end);
+  };
+  for (const ir::Node *n : order) {
+    for (const ir::Value *in : n->inputs)
+      if (in)
+        note(in);
+    for (const ir::Value *out : n->outputs)
       if (out)
-        add(out, true);
+        note(out);
   }
-  first.push_back(static_cast<uint32_t>(accesses.size()));
   std::vector<TierShadow> shadows;
   for (std::vector<uint64_t> &b : bounds)
     shadows.emplace_back(std::move(b));
+  for (const ir::Value *v : touched) {
+    ValueBytes &b = bytesOf[v->id];
+    std::tie(b.lo, b.hi) =
+        shadows[static_cast<unsigned>(v->tier)].segments(b.begin, b.end);
+  }
+  // Instruction i's accesses are spans[first[i], first[i + 1]).
   std::vector<SegmentAccess> spans;
-  spans.reserve(accesses.size());
-  for (const Access &a : accesses)
-    spans.push_back(shadows[static_cast<unsigned>(a.tier)].segments(a));
-  accesses = {};
+  std::vector<uint32_t> first;
+  first.reserve(order.size() + 1);
+  for (const ir::Node *n : order) {
+    first.push_back(static_cast<uint32_t>(spans.size()));
+    auto add = [&](const ir::Value *v, bool write) {
+      const ValueBytes &b = bytesOf[v->id];
+      spans.push_back({v->tier, write, b.lo, b.hi});
+    };
+    const OpEffects &effects = n->effects(); // A table lookup: once a node.
+    for (unsigned k = 0; k < n->inputs.size(); ++k)
+      if (n->inputs[k])
+        add(n->inputs[k], effects.writesInput(k));
+    for (const ir::Value *out : n->outputs)
+      if (out)
+        add(out, true);
+  }
+  first.push_back(static_cast<uint32_t>(spans.size()));
   auto accessesOf = [&](size_t i) {
     return llvm::makeArrayRef(spans).slice(first[i], first[i + 1] - first[i]);
   };
@@ -267,12 +287,16 @@ static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &lay
   // clock[i]: what instruction i is ordered after, per stream (a vector
   // clock taken when it was issued).
   std::vector<Clock> clock(order.size());
+  // lastOf[t]: stream t's latest instruction so far. A stream with none
+  // since s last waited on it cannot hold a conflict s must wait for.
+  Clock lastOf;
+  lastOf.fill(-1);
   for (size_t i = 0; i < order.size(); ++i) {
     int s = static_cast<int>(order[i]->stream);
     int64_t latest[kStreams];
     for (int t = 0; t < kStreams; ++t) {
       latest[t] = -1;
-      if (t != s)
+      if (t != s && lastOf[t] > waited[s][t])
         for (const SegmentAccess &a : accessesOf(i))
           latest[t] = std::max(
               latest[t],
@@ -293,6 +317,7 @@ static StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &lay
       waited[s][t] = j;
     }
     waited[s][s] = i;
+    lastOf[s] = i;
     clock[i] = waited[s];
     for (const SegmentAccess &a : accessesOf(i))
       shadows[static_cast<unsigned>(a.tier)].record(a, s,
