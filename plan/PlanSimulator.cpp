@@ -1,6 +1,7 @@
 //===- PlanSimulator.cpp - Cost model and discrete-event simulation -------===//
 #include "zinc/plan/PlanSimulator.h"
 #include "zinc/plan/NvmeWriteBehind.h"
+#include "zinc/plan/SimProgram.h"
 #include "zinc/support/DType.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/MatMulGeometry.h"
@@ -14,56 +15,36 @@ namespace zinc::plan {
 
 namespace {
 
-/// Prices instructions of one plan on one machine.
+/// Prices instructions of one program on one machine.
 class CostModelOf {
 public:
-  CostModelOf(const Plan &plan, const Hardware &hw)
-      : plan(plan), hw(hw), ranks(std::max(1u, plan.ranks())) {}
+  CostModelOf(const SimProgram &program, const Hardware &hw)
+      : hw(hw), ranks(program.ranks) {}
 
-  /// Bytes the instruction moves: a transfer's tensor, a collective's
-  /// whole tensors (all of a bucket's), a kernel's distinct operands.
-  uint64_t bytes(const Instruction &inst) const {
-    if (isTransfer(inst))
-      return sizeOf(inst.inputs(0));
-    if (isCollective(inst)) {
-      uint64_t whole = 0;
-      for (int id : inst.op() == "AllGather" ? inst.outputs() : inst.inputs())
-        whole += sizeOf(id);
-      return whole;
-    }
-    uint64_t total = 0;
-    for (int id : inst.inputs())
-      total += sizeOf(id);
-    for (int id : inst.outputs())
-      total += sizeOf(id);
-    return total;
-  }
-
-  double seconds(const Instruction &inst, uint64_t moved) const {
-    switch (inst.stream()) {
+  double seconds(const SimInstruction &inst, uint64_t moved) const {
+    switch (inst.stream) {
     case STREAM_H2D:
       return moved / hw.h2dPerRank(ranks);
     case STREAM_D2H:
       return moved / hw.d2hPerRank(ranks);
-    case STREAM_NVME: {
-      bool read = readsTier(inst);
-      return moved / (read ? hw.nvmeReadPerRank(ranks) : hw.nvmeWritePerRank(ranks));
-    }
+    case STREAM_NVME:
+      return moved / (inst.readsTier ? hw.nvmeReadPerRank(ranks)
+                                     : hw.nvmeWritePerRank(ranks));
     case STREAM_COLLECTIVE:
-      if (isCollective(inst))
+      if (inst.kind == SimKind::Collective || inst.kind == SimKind::AllReduce)
         return collectiveSeconds(inst, moved);
       return hw.kernelLaunchSeconds + moved / hw.gpuMemBandwidth;
     case STREAM_HOST: {
-      if (isOptimizerStep(inst) && inst.inputs_size())
-        return elementsOf(inst.inputs(0)) / hw.cpuAdamPerRank(ranks);
+      if (inst.kind == SimKind::OptimizerStep)
+        return inst.updatedElements / hw.cpuAdamPerRank(ranks);
       return moved / hw.cpuMemBandwidthPerRank(ranks);
     }
     case STREAM_COMPUTE:
     default: {
-      if (auto measured = hw.measuredKernelSeconds(inst.op(), largestOperand(inst)))
+      if (auto measured = hw.measuredKernelSeconds(inst.op, inst.largestOperand))
         return *measured;
-      return hw.kernelSeconds(static_cast<double>(inst.flops()), static_cast<double>(moved),
-                              isHalf(inst), isMatrixProductOp(inst.op()));
+      return hw.kernelSeconds(static_cast<double>(inst.flops), static_cast<double>(moved),
+                              inst.half, inst.matrixProduct);
     }
     }
   }
@@ -73,113 +54,37 @@ public:
   /// between the tier and the host tensor. The runtime's rule also checks
   /// that no other stream can observe the delay; in the plans the compiler
   /// emits every such write-back passes it.
-  bool heldBack(const Instruction &inst) const {
-    return inst.signal_events_size() == 0 && directNvmeCopy(inst) &&
-           tierOf(inst.inputs(0)) != TIER_NVME;
+  static bool heldBack(const SimInstruction &inst) {
+    return inst.numSignals == 0 && inst.directNvme && !inst.readsTier;
   }
-  /// An NVMe copy the lane submits straight between the tier and a host
-  /// tensor on a sector boundary (O_DIRECT), beside others; any other copy
-  /// of the lane is staged through its bounce buffer and runs alone.
-  bool directNvmeCopy(const Instruction &inst) const {
-    if (inst.stream() != STREAM_NVME || !isTransfer(inst))
-      return false;
-    int tierSide = nvmeSide(inst), host = hostSide(inst);
-    return tierOf(tierSide) == TIER_NVME && valid(host) && tierOf(host) != TIER_NVME &&
-           sizeOf(host) > 0 && plan.tensors(host).offset() % kSector == 0;
-  }
-  /// The sectors of tensor `id`'s bytes, as the lane moves them: from the
-  /// sector its offset lies in to the sector boundary after its end.
-  /// Nullopt for a range that overflows (a corrupt plan): it conflicts
-  /// with everything.
-  llvm::Optional<std::pair<uint64_t, uint64_t>> sectors(int id) const {
-    const Tensor &t = plan.tensors(id);
-    uint64_t end = t.offset() + t.size_bytes();
-    if (end < t.offset() || end > UINT64_MAX - kSector)
+  /// The sectors of `b`, as the lane moves them: from the sector its offset
+  /// lies in to the sector boundary after its end. Nullopt for a range that
+  /// overflows (a corrupt plan): it conflicts with everything.
+  static llvm::Optional<std::pair<uint64_t, uint64_t>> sectors(const SimBytes &b) {
+    uint64_t end = b.offset + b.size;
+    if (end < b.offset || end > UINT64_MAX - kSimSector)
       return llvm::None;
-    return std::pair{t.offset() / kSector * kSector, (end + kSector - 1) / kSector * kSector};
+    return std::pair{b.offset / kSimSector * kSimSector,
+                     (end + kSimSector - 1) / kSimSector * kSimSector};
   }
-  /// Whether tensors `a` and `b` share a sector of one tier.
-  bool shareSectors(int a, int b) const {
-    if (tierOf(a) != tierOf(b))
+  /// Whether `a` and `b` share a sector of one tier.
+  static bool shareSectors(const SimBytes &a, const SimBytes &b) {
+    if (a.tier != b.tier)
       return false;
     auto x = sectors(a), y = sectors(b);
     return !x || !y || (x->first < y->second && y->first < x->second);
   }
-  /// The tensor of an NVMe copy that lies in the tier (a read's source, a
-  /// write's destination) and the other one, its host side; -1 for none.
-  int nvmeSide(const Instruction &inst) const {
-    return readsTier(inst) ? source(inst) : destination(inst);
-  }
-  int hostSide(const Instruction &inst) const {
-    return readsTier(inst) ? destination(inst) : source(inst);
-  }
-  static constexpr uint64_t kSector = 4096;
   double nvmeWriteSeconds(uint64_t moved) const { return moved / hw.nvmeWritePerRank(ranks); }
   /// What a request to an idle tier pays beyond its bytes.
-  double nvmeLatency(const Instruction &inst) const {
-    return readsTier(inst) ? hw.nvmeReadLatencySeconds : hw.nvmeWriteLatencySeconds;
-  }
-
-private:
-  /// A copy's source, and its destination (CopyInto's second input, Copy's
-  /// output).
-  static int source(const Instruction &inst) { return inst.inputs_size() ? inst.inputs(0) : -1; }
-  static int destination(const Instruction &inst) {
-    if (inst.op() == "CopyInto")
-      return inst.inputs_size() > 1 ? inst.inputs(1) : -1;
-    return inst.outputs_size() ? inst.outputs(0) : -1;
-  }
-  bool readsTier(const Instruction &inst) const { return tierOf(source(inst)) == TIER_NVME; }
-  static bool isTransfer(const Instruction &inst) {
-    return inst.domain() == "zinc" && (inst.op() == "Copy" || inst.op() == "CopyInto") &&
-           inst.inputs_size() && inst.stream() != STREAM_COMPUTE &&
-           inst.stream() != STREAM_HOST && inst.stream() != STREAM_COLLECTIVE;
-  }
-  static bool isCollective(const Instruction &inst) {
-    return inst.domain() == "zinc" &&
-           (inst.op() == "AllGather" || inst.op() == "ReduceScatter" || inst.op() == "AllReduce");
-  }
-  static bool isOptimizerStep(const Instruction &inst) {
-    return inst.domain() == "zinc" &&
-           (inst.op() == "Adam" || inst.op() == "AdamW" || inst.op() == "SGD");
-  }
-  bool valid(int id) const { return id >= 0 && id < plan.tensors_size(); }
-  uint64_t sizeOf(int id) const { return valid(id) ? plan.tensors(id).size_bytes() : 0; }
-  Tier tierOf(int id) const { return valid(id) ? plan.tensors(id).tier() : TIER_GPU; }
-  double elementsOf(int id) const {
-    if (!valid(id))
-      return 0;
-    const Tensor &t = plan.tensors(id);
-    double n = 1;
-    for (int64_t d : t.shape())
-      n *= static_cast<double>(d);
-    return n;
-  }
-  /// Elements of the instruction's largest operand.
-  double largestOperand(const Instruction &inst) const {
-    double n = 0;
-    for (int id : inst.inputs())
-      n = std::max(n, elementsOf(id));
-    for (int id : inst.outputs())
-      n = std::max(n, elementsOf(id));
-    return n;
-  }
-
-public:
-  /// Whether the kernel computes in 16 bits (tensor-core rates).
-  bool isHalf(const Instruction &inst) const {
-    int id = inst.outputs_size() ? inst.outputs(0) : inst.inputs_size() ? inst.inputs(0) : -1;
-    if (!valid(id))
-      return false;
-    auto dtype = dtypeFromOnnx(plan.tensors(id).dtype());
-    return dtype && (*dtype == DType::F16 || *dtype == DType::BF16);
+  double nvmeLatency(const SimInstruction &inst) const {
+    return inst.readsTier ? hw.nvmeReadLatencySeconds : hw.nvmeWriteLatencySeconds;
   }
 
 private:
   /// A ring over the ranks: each step moves 1/ranks of the bytes and pays
   /// the latency once. A bucket is one collective: one latency per step for
   /// all its tensors (they go as one group).
-  double collectiveSeconds(const Instruction &inst, uint64_t whole) const {
+  double collectiveSeconds(const SimInstruction &inst, uint64_t whole) const {
     if (ranks <= 1)
       return hw.kernelLaunchSeconds;
     bool withinNode = ranks <= hw.gpusPerNode;
@@ -187,27 +92,27 @@ private:
     double latency = withinNode ? hw.intraNodeLatency : hw.interNodeLatency;
     double steps = ranks - 1;
     double one = steps / ranks * whole / bandwidth + steps * latency;
-    return inst.op() == "AllReduce" ? 2 * one : one;
+    return inst.kind == SimKind::AllReduce ? 2 * one : one;
   }
 
-  const Plan &plan;
   const Hardware &hw;
   unsigned ranks;
 };
 
-/// One pass over the plan. `stolen[i]`, for a compute instruction, is the
+/// One pass over the program. `stolen[i]`, for a compute instruction, is the
 /// time other streams' work on the same cores takes from it (empty: none).
 /// `earlyMicroBatch`: a micro-batch before an optimizer step's last, in
 /// which update_only instructions only wait and signal (Plan.proto).
-llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, CostModel model,
-                                        const std::vector<double> &stolen,
+llvm::Expected<Prediction> simulateOnce(const SimProgram &program, const Hardware &hw,
+                                        CostModel model, const std::vector<double> &stolen,
                                         bool earlyMicroBatch) {
   Prediction out;
-  out.timeline.resize(plan.instructions_size());
-  CostModelOf costs(plan, hw);
+  const auto &instructions = program.instructions;
+  out.timeline.resize(instructions.size());
+  CostModelOf costs(program, hw);
   std::array<double, kNumStreams> streamFree{};
-  std::vector<double> signalled(plan.num_events(), 0.0);
-  std::vector<bool> everSignalled(plan.num_events(), false);
+  std::vector<double> signalled(program.numEvents, 0.0);
+  std::vector<bool> everSignalled(program.numEvents, false);
   // The NVMe lane's held-back writes (NvmeWriteBehind.h), waiting to go out
   // as one batch: at kNvmeWriteBehindBytes, before a lane copy that touches
   // their sectors, and at the step's end. The instruction-count model keeps
@@ -248,15 +153,13 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
   // bytes they read, once its events are met (the runtime's rule,
   // nvmeCopiesConflict).
   enum class Follow { No, Alone, Conflict };
-  auto mustFollowHeld = [&](const Instruction &inst) {
-    if (!costs.directNvmeCopy(inst))
+  auto mustFollowHeld = [&](const SimInstruction &inst) {
+    if (!inst.directNvme)
       return Follow::Alone;
-    int tierSide = costs.nvmeSide(inst), hostSide = costs.hostSide(inst);
-    bool fillsHost = tierSide == inst.inputs(0);
     bool conflict = llvm::any_of(held.instructions, [&](int j) {
-      const Instruction &w = plan.instructions(j);
-      return costs.shareSectors(tierSide, costs.nvmeSide(w)) ||
-             (fillsHost && costs.shareSectors(hostSide, costs.hostSide(w)));
+      const SimInstruction &w = instructions[j];
+      return CostModelOf::shareSectors(inst.tierSide, w.tierSide) ||
+             (inst.fillsHost && CostModelOf::shareSectors(inst.hostSide, w.hostSide));
     });
     return conflict ? Follow::Conflict : Follow::No;
   };
@@ -264,19 +167,10 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
   // it is waited on), so one pass in plan order places each instruction at
   // the earliest time its stream and its events allow: exactly what the
   // per-stream executors do.
-  for (int i = 0; i < plan.instructions_size(); ++i) {
-    const Instruction &inst = plan.instructions(i);
-    unsigned stream = static_cast<unsigned>(inst.stream());
-    if (stream >= kNumStreams)
-      return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
-                       "') is on unknown stream " + llvm::Twine(stream));
-    for (const auto *ids : {&inst.inputs(), &inst.outputs()})
-      for (int id : *ids)
-        if (id < -1 || id >= plan.tensors_size())
-          return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
-                           "') names tensor " + llvm::Twine(id) + " of " +
-                           llvm::Twine(plan.tensors_size()));
-    const bool skipped = earlyMicroBatch && inst.update_only();
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    const SimInstruction &inst = instructions[i];
+    unsigned stream = static_cast<unsigned>(inst.stream);
+    const bool skipped = earlyMicroBatch && inst.updateOnly;
     bool hold = false;
     Follow follow = Follow::No;
     if (holdWrites && stream == STREAM_NVME && !skipped) {
@@ -293,13 +187,9 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
       arrival = std::max(arrival, laneReached);
     double start = arrival;
     double eventWait = model == CostModel::InstructionCount ? 0 : hw.eventWaitSeconds;
-    for (uint32_t e : inst.wait_events()) {
-      if (e >= signalled.size())
-        return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
-                         "') waits on event " + llvm::Twine(e) + " of " +
-                         llvm::Twine(signalled.size()));
+    for (uint32_t e : program.waitsOf(inst)) {
       if (!everSignalled[e])
-        return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
+        return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name +
                          "') waits on event " + llvm::Twine(e) +
                          ", which no instruction before it signals");
       // A stream that reaches the wait before the signal blocks, and pays
@@ -315,8 +205,8 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
       start = std::max(start, streamFree[stream]);
     }
     PredictedInstruction &p = out.timeline[i];
-    p.bytes = skipped ? 0 : costs.bytes(inst);
-    p.flops = skipped ? 0 : inst.flops();
+    p.bytes = skipped ? 0 : inst.bytes;
+    p.flops = skipped ? 0 : inst.flops;
     if (stream == STREAM_NVME)
       laneReached = start;
     if (hold) {
@@ -344,11 +234,7 @@ llvm::Expected<Prediction> simulateOnce(const Plan &plan, const Hardware &hw, Co
     p.end = start + cost;
     streamFree[stream] = p.end;
     out.busySeconds[stream] += cost;
-    for (uint32_t e : inst.signal_events()) {
-      if (e >= signalled.size())
-        return makeError("instruction " + llvm::Twine(i) + " ('" + inst.name() +
-                         "') signals event " + llvm::Twine(e) + " of " +
-                         llvm::Twine(signalled.size()));
+    for (uint32_t e : program.signalsOf(inst)) {
       signalled[e] = p.end;
       everSignalled[e] = true;
     }
@@ -376,17 +262,18 @@ bool sharesComputeCores(Stream s) {
 /// waits for it at the kernel's end. Each such instruction's time is
 /// charged to the compute instructions it overlaps, in proportion, and the
 /// one it starts in pays the preemption (Hardware::preemptionSeconds).
-std::vector<double> stolenFromCompute(const Plan &plan, const Hardware &hw,
+std::vector<double> stolenFromCompute(const SimProgram &program, const Hardware &hw,
                                       const Prediction &pred) {
+  const auto &instructions = program.instructions;
   std::vector<int> compute;
-  for (int i = 0; i < plan.instructions_size(); ++i)
-    if (plan.instructions(i).stream() == STREAM_COMPUTE)
-      compute.push_back(i); // in time order: one stream runs in plan order
-  std::vector<double> stolen(plan.instructions_size(), 0.0);
-  for (int j = 0; j < plan.instructions_size(); ++j) {
+  for (size_t i = 0; i < instructions.size(); ++i)
+    if (instructions[i].stream == STREAM_COMPUTE)
+      compute.push_back(static_cast<int>(i)); // in time order: one stream runs in plan order
+  std::vector<double> stolen(instructions.size(), 0.0);
+  for (size_t j = 0; j < instructions.size(); ++j) {
     const PredictedInstruction &other = pred.timeline[j];
     double length = other.end - other.start;
-    if (!sharesComputeCores(plan.instructions(j).stream()) || length <= 0)
+    if (!sharesComputeCores(instructions[j].stream) || length <= 0)
       continue;
     auto first = std::lower_bound(compute.begin(), compute.end(), other.start,
                                   [&](int c, double t) { return pred.timeline[c].end <= t; });
@@ -404,18 +291,18 @@ std::vector<double> stolenFromCompute(const Plan &plan, const Hardware &hw,
 }
 
 
-/// One micro-batch's run of the plan: an early one, or the last one, which
-/// updates.
-llvm::Expected<Prediction> simulateRun(const Plan &plan, const Hardware &hw, CostModel model,
-                                       bool earlyMicroBatch) {
-  auto pred = simulateOnce(plan, hw, model, {}, earlyMicroBatch);
+/// One micro-batch's run of the program: an early one, or the last one,
+/// which updates.
+llvm::Expected<Prediction> simulateRun(const SimProgram &program, const Hardware &hw,
+                                       CostModel model, bool earlyMicroBatch) {
+  auto pred = simulateOnce(program, hw, model, {}, earlyMicroBatch);
   if (!pred || model != CostModel::Hardware || hw.copyEngines)
     return pred;
   // Where copies share compute's cores, what compute loses depends on what
   // overlaps it, which depends on how long compute takes: a few rounds
   // from the timeline without sharing settle it.
   for (int round = 0; round < 3; ++round) {
-    auto next = simulateOnce(plan, hw, model, stolenFromCompute(plan, hw, *pred),
+    auto next = simulateOnce(program, hw, model, stolenFromCompute(program, hw, *pred),
                              earlyMicroBatch);
     if (!next)
       return next;
@@ -424,44 +311,42 @@ llvm::Expected<Prediction> simulateRun(const Plan &plan, const Hardware &hw, Cos
   return pred;
 }
 
-/// The FLOPs of the model's forward and backward in one run of the plan:
-/// compute and host kernels, less recomputation (activation checkpointing's
-/// "@recompute" nodes) and the update. The share of them in half
-/// precision decides which peak utilisation is measured against.
+/// The FLOPs of the model's forward and backward in one run of the
+/// program: compute and host kernels, less recomputation (activation
+/// checkpointing's "@recompute" nodes) and the update. The share of them
+/// in half precision decides which peak utilisation is measured against.
 struct ModelFlops {
   double total = 0;
   double half = 0;
 };
 
-ModelFlops modelFlops(const Plan &plan, const Hardware &hw) {
-  CostModelOf costs(plan, hw);
+ModelFlops modelFlops(const SimProgram &program) {
   ModelFlops f;
-  for (const Instruction &inst : plan.instructions()) {
-    if (inst.update_only() || inst.flops() == 0 ||
-        llvm::StringRef(inst.name()).contains("@recompute"))
+  for (const SimInstruction &inst : program.instructions) {
+    if (inst.updateOnly || inst.flops == 0 || inst.recompute)
       continue;
-    if (inst.stream() != STREAM_COMPUTE && inst.stream() != STREAM_HOST)
+    if (inst.stream != STREAM_COMPUTE && inst.stream != STREAM_HOST)
       continue;
-    f.total += static_cast<double>(inst.flops());
-    if (costs.isHalf(inst))
-      f.half += static_cast<double>(inst.flops());
+    f.total += static_cast<double>(inst.flops);
+    if (inst.half)
+      f.half += static_cast<double>(inst.flops);
   }
   return f;
 }
 
 } // namespace
 
-llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
-                                        CostModel model) {
-  auto last = simulateRun(plan, hw, model, /*earlyMicroBatch=*/false);
+llvm::Expected<Prediction> simulate(const SimProgram &program, const Hardware &hw,
+                                    CostModel model) {
+  auto last = simulateRun(program, hw, model, /*earlyMicroBatch=*/false);
   if (!last)
     return last;
-  const unsigned n = plan.grad_accum() > 1 ? plan.grad_accum() : 1;
+  const unsigned n = program.gradAccum > 1 ? program.gradAccum : 1;
   last->microBatches = n;
   last->lastMicroBatchSeconds = last->stepSeconds;
   last->microBatchSeconds = last->stepSeconds;
   if (n > 1) {
-    auto early = simulateRun(plan, hw, model, /*earlyMicroBatch=*/true);
+    auto early = simulateRun(program, hw, model, /*earlyMicroBatch=*/true);
     if (!early)
       return early;
     // The runtime runs the micro-batches one after another, each run
@@ -478,12 +363,20 @@ llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
       }
   }
   if (model == CostModel::Hardware && last->stepSeconds > 0) {
-    ModelFlops f = modelFlops(plan, hw);
+    ModelFlops f = modelFlops(program);
     double peak = f.half * 2 > f.total ? hw.gpuFlopsHalf : hw.gpuFlopsFp32;
     if (peak > 0)
       last->modelFlopsUtilization = n * f.total / (last->stepSeconds * peak);
   }
   return last;
+}
+
+llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
+                                        CostModel model) {
+  auto program = simProgramOfPlan(plan);
+  if (!program)
+    return program.takeError();
+  return simulate(*program, hw, model);
 }
 
 llvm::Expected<Hardware> planHardware(const Plan &plan) {

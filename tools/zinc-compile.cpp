@@ -581,6 +581,17 @@ static Error compile() {
     consumeError(verified.get());
     return zinc::addContext(prediction.takeError(), modelPath);
   }
+  // The search predicted from the graph what the plan now says; they are
+  // one program, so a difference is a bug in one of the two.
+  if (ctx.predictedLayout && ctx.predictedLayout == ctx.layout &&
+      ctx.predictedStepSeconds != prediction->stepSeconds) {
+    consumeError(verified.get());
+    return zinc::makeError(
+        llvm::formatv("internal error: the plan's predicted step ({0:e} s) is "
+                      "not what the placement search predicted for it ({1:e} s)",
+                      prediction->stepSeconds, ctx.predictedStepSeconds)
+            .str());
+  }
   auto writing = phases.time("report and plan file");
   std::string bytes = zinc::plan::encodePlan(
       *plan, emit == "text" ? zinc::plan::PlanEncoding::Text : zinc::plan::PlanEncoding::Binary);

@@ -1,7 +1,7 @@
 //===- Lowering.cpp - One configuration through the memory passes ---------===//
 #include "zinc/planning/Lowering.h"
 #include "zinc/passes/DoesNotFit.h"
-#include "zinc/passes/EmitPlan.h"
+#include "zinc/passes/SimulationProgram.h"
 #include "zinc/passes/PassManager.h"
 
 namespace zinc::planning {
@@ -21,24 +21,9 @@ runMemoryPasses(ir::Graph &g, const PlanConfig &config,
 llvm::Expected<plan::Prediction> predictStep(const ir::Graph &g,
                                              const TierLayout &layout,
                                              const passes::PassContext &ctx) {
-  EmitOptions opts;
-  opts.mode = "train";
-  opts.layout = &layout;
-  opts.forSimulation = true;
-  opts.gpuCapacity = ctx.memory.gpuCapacity;
-  opts.cpuCapacity = ctx.memory.cpuCapacity;
-  opts.nvmeCapacity = ctx.memory.nvmeCapacity;
-  opts.gradAccum = static_cast<unsigned>(ctx.training.gradAccum);
-  // The plan is only simulated, so it lives on an arena: its messages and
-  // strings go at once, not one by one.
-  google::protobuf::ArenaOptions arenaOptions;
-  arenaOptions.start_block_size = 64 << 10;
-  arenaOptions.max_block_size = 4 << 20;
-  google::protobuf::Arena arena(arenaOptions);
-  auto *plan = google::protobuf::Arena::CreateMessage<plan::Plan>(&arena);
-  if (llvm::Error err = emitPlanInto(g, opts, *plan))
-    return std::move(err);
-  return plan::simulatePlan(*plan, *ctx.hardware);
+  return plan::simulate(
+      simulationProgramOf(g, layout, static_cast<unsigned>(ctx.training.gradAccum)),
+      *ctx.hardware);
 }
 
 llvm::Expected<llvm::Optional<Lowered>>

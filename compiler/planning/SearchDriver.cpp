@@ -226,6 +226,8 @@ void SearchDriver::keep(Candidate &candidate) {
       *candidate.graph); // Its values are now g's, so the proven layout holds.
   keep(candidate.config, std::move(candidate.layout));
   hoisted = candidate.hoisted;
+  ctx.predictedLayout = ctx.layout;
+  ctx.predictedStepSeconds = candidate.predicted.stepSeconds;
 }
 
 /// The cost model's verdict on a lowered configuration, for --print-search:
@@ -591,6 +593,8 @@ llvm::Error SearchDriver::reorderWhenSearching(const PlanConfig &config) {
     return moved.takeError();
   ctx.layout = std::move(layout);
   hoisted = *moved;
+  ctx.predictedLayout = ctx.layout;
+  ctx.predictedStepSeconds = predicted->stepSeconds;
   return llvm::Error::success();
 }
 

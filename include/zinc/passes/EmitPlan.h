@@ -28,11 +28,6 @@ struct EmitOptions {
   /// The layout allocate proved for this very graph (PassContext::layout),
   /// or null to compute it again.
   const TierLayout *layout = nullptr;
-  /// A plan only to simulate (plan::simulatePlan), as the placement search
-  /// makes for each trial: the tensors' names and initializer sources and
-  /// the instructions' attributes, which the simulation does not read, are
-  /// left out. Such a plan cannot run.
-  bool forSimulation = false;
 };
 
 /// Builds the plan: one tensor per value, one instruction per node in
@@ -40,10 +35,6 @@ struct EmitOptions {
 /// the GPU arena's proven peak exceeds its capacity.
 llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts);
 
-/// The same into `p`, an empty plan the caller owns: one on a protobuf
-/// arena is freed at once, not message by message (the placement search
-/// emits a plan for each trial only to simulate it).
-llvm::Error emitPlanInto(const ir::Graph &g, const EmitOptions &opts, plan::Plan &p);
 
 } // namespace zinc
 

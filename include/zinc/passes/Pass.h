@@ -44,6 +44,11 @@ struct PassContext {
   /// the plan emitter uses it instead of packing again. Null before
   /// allocate runs.
   std::shared_ptr<const TierLayout> layout;
+  /// The step plan-memory's search predicted for the graph it kept, laid
+  /// out as `predictedLayout`: while that is still `layout`, the plan
+  /// emitted from them must be predicted the same (zinc-compile checks).
+  std::shared_ptr<const TierLayout> predictedLayout;
+  double predictedStepSeconds = 0;
   /// Receives one-line notes for the user (the placement chosen); may be
   /// empty.
   std::function<void(const llvm::Twine &)> note;

@@ -1,8 +1,9 @@
 //===- PlanSimulator.h - The predicted timeline of a plan's step ----------===//
 //
 // The cost model and the discrete-event simulation of the step (DESIGN's
-// simulate pass), run on the emitted plan, the exact program the runtime
-// executes: every stream runs its instructions in plan order, each starting
+// simulate pass), run on the facts of the exact program the runtime
+// executes (SimProgram.h: from the emitted plan, or from the lowered graph
+// the plan would be emitted from): every stream runs its instructions in plan order, each starting
 // when its stream is free and the events it waits on are signalled. What an
 // instruction costs:
 //   compute   max(FLOPs / the GPU's rate for its type, bytes / HBM) + launch
@@ -26,6 +27,7 @@
 
 #include "Plan.pb.h"
 #include "zinc/plan/PlanNames.h"
+#include "zinc/plan/SimProgram.h"
 #include "zinc/support/Hardware.h"
 #include "llvm/Support/Error.h"
 #include <array>
@@ -82,6 +84,11 @@ struct Prediction {
 /// read). Fails on a plan whose events or tensors are out of range.
 llvm::Expected<Prediction> simulatePlan(const Plan &plan, const Hardware &hw,
                                         CostModel model = CostModel::Hardware);
+
+/// The same for a program's facts (SimProgram.h), however they were
+/// gathered. Fails on a wait for an event nothing before it signals.
+llvm::Expected<Prediction> simulate(const SimProgram &program, const Hardware &hw,
+                                    CostModel model = CostModel::Hardware);
 
 /// The hardware the plan was compiled for (its `hardware_json`); an error
 /// for a plan made before the cost model, which has none.

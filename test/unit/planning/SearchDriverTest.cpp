@@ -12,9 +12,12 @@
 #include "zinc/planning/Lowering.h"
 #include "zinc/planning/Placement.h"
 #include "zinc/passes/DoesNotFit.h"
+#include "zinc/passes/EmitPlan.h"
+#include "zinc/passes/SimulationProgram.h"
 #include "zinc/passes/PassManager.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/Hardware.h"
+#include "zinc/plan/PlanSimulator.h"
 #include "gtest/gtest.h"
 #include <map>
 
@@ -218,6 +221,89 @@ TEST(SearchDriver, LoweringAConfigurationTwiceMakesTheSamePlan) {
   EXPECT_EQ(a.predicted.stepSeconds, b.predicted.stepSeconds);
   EXPECT_GT(a.graph->numNodes(), p->graph->numNodes())
       << "the copies were made on a copy of the graph, not on it";
+}
+
+/// Every fact the simulation reads of `a` and `b`, instruction by
+/// instruction.
+void expectSameFacts(const plan::SimProgram &a, const plan::SimProgram &b) {
+  EXPECT_EQ(a.ranks, b.ranks);
+  EXPECT_EQ(a.gradAccum, b.gradAccum);
+  EXPECT_EQ(a.numEvents, b.numEvents);
+  ASSERT_EQ(a.instructions.size(), b.instructions.size());
+  for (size_t i = 0; i < a.instructions.size(); ++i) {
+    const plan::SimInstruction &x = a.instructions[i], &y = b.instructions[i];
+    SCOPED_TRACE("instruction " + std::to_string(i) + " '" + x.name.str() + "'");
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.op, y.op);
+    EXPECT_EQ(x.stream, y.stream);
+    EXPECT_EQ(x.kind, y.kind);
+    EXPECT_EQ(x.updateOnly, y.updateOnly);
+    EXPECT_EQ(x.half, y.half);
+    EXPECT_EQ(x.matrixProduct, y.matrixProduct);
+    EXPECT_EQ(x.recompute, y.recompute);
+    EXPECT_EQ(x.bytes, y.bytes);
+    EXPECT_EQ(x.flops, y.flops);
+    EXPECT_EQ(x.updatedElements, y.updatedElements);
+    EXPECT_EQ(x.largestOperand, y.largestOperand);
+    EXPECT_EQ(x.readsTier, y.readsTier);
+    EXPECT_EQ(x.directNvme, y.directNvme);
+    EXPECT_EQ(x.fillsHost, y.fillsHost);
+    for (auto [u, v] : {std::pair{&x.tierSide, &y.tierSide},
+                        std::pair{&x.hostSide, &y.hostSide}}) {
+      EXPECT_EQ(u->tier, v->tier);
+      EXPECT_EQ(u->offset, v->offset);
+      EXPECT_EQ(u->size, v->size);
+    }
+    EXPECT_EQ(a.waitsOf(x).vec(), b.waitsOf(y).vec());
+    EXPECT_EQ(a.signalsOf(x).vec(), b.signalsOf(y).vec());
+  }
+}
+
+TEST(SearchDriver, TheSearchReadsFromTheGraphWhatThePlanWillSay) {
+  for (int64_t accum : {1, 3}) {
+    SCOPED_TRACE("--grad-accum=" + std::to_string(accum));
+    auto p = scheduledChain(256 << 10);
+    ASSERT_TRUE(p);
+    p->ctx.training.gradAccum = accum;
+    planning::PlanConfig config;
+    config.optimizerTier = config.paramsTier = ir::Tier::Nvme;
+    config.prefetchLead = 2;
+    config.prefetchCountsQueue = true;
+    MemoryOptions mem = p->ctx.memory;
+    config.applyTo(mem);
+    auto placed = planning::applyPlacement(*p->graph, mem);
+    ASSERT_TRUE(bool(placed)) << llvm::toString(placed.takeError());
+    auto lowered = planning::lowerCandidate(*p->graph, config, p->ctx);
+    ASSERT_TRUE(bool(lowered)) << llvm::toString(lowered.takeError());
+    ASSERT_TRUE(lowered->hasValue()) << "the chain fits";
+    const planning::Candidate &c = **lowered;
+
+    EmitOptions opts;
+    opts.mode = "train";
+    opts.layout = c.layout.get();
+    opts.gradAccum = static_cast<unsigned>(accum);
+    auto emitted = emitPlan(*c.graph, opts);
+    ASSERT_TRUE(bool(emitted)) << llvm::toString(emitted.takeError());
+    auto fromPlan = plan::simProgramOfPlan(*emitted);
+    ASSERT_TRUE(bool(fromPlan)) << llvm::toString(fromPlan.takeError());
+    plan::SimProgram fromGraph =
+        simulationProgramOf(*c.graph, *c.layout, static_cast<unsigned>(accum));
+    expectSameFacts(fromGraph, *fromPlan);
+    // What the test covers: copies the lane submits directly and events.
+    EXPECT_TRUE(llvm::any_of(fromGraph.instructions, [](const auto &i) {
+      return i.directNvme && i.readsTier;
+    }));
+    EXPECT_TRUE(llvm::any_of(fromGraph.instructions, [](const auto &i) {
+      return i.directNvme && !i.readsTier;
+    }));
+    EXPECT_GT(fromGraph.numEvents, 0u);
+    EXPECT_EQ(accum > 1, llvm::any_of(fromGraph.instructions,
+                                      [](const auto &i) { return i.updateOnly; }));
+
+    auto predicted = plan::simulatePlan(*emitted, p->hw);
+    ASSERT_TRUE(bool(predicted)) << llvm::toString(predicted.takeError());
+    EXPECT_EQ(c.predicted.stepSeconds, predicted->stepSeconds);
+  }
 }
 
 TEST(SearchDriver, AddContextKeepsDoesNotFitsType) {
