@@ -145,9 +145,7 @@ private:
   llvm::Error searchFamilies(const ir::Graph &homed, PlanConfig config,
                              llvm::Optional<Candidate> &best);
   llvm::Expected<llvm::Optional<Candidate>>
-  lowerTrial(const ir::Graph &homed, const PlanConfig &config,
-             llvm::Optional<Candidate> &best);
-  llvm::Error lowerAgain(const ir::Graph &homed, Candidate &candidate);
+  lowerTrial(const ir::Graph &homed, const PlanConfig &config);
   llvm::Expected<bool> keepIfFaster(const ir::Graph &homed,
                                     const PlanConfig &config,
                                     llvm::Optional<Candidate> &best);
@@ -280,18 +278,12 @@ void SearchDriver::notePlacement(const PlanConfig &config,
              how);
 }
 
-/// `config` lowered on a copy of `homed`. Only one lowered graph is held
-/// at a time: the best so far lets go of its graph (and layout) first,
-/// keeping its configuration and prediction, and is lowered again if it
-/// stays the best (lowerAgain). On a 10^5-node graph a lowered copy is
-/// hundreds of MiB.
+/// `config` lowered on a copy of `homed`. The best so far keeps its
+/// lowered graph, so two are held at most: lowering the best again once
+/// the search ends cost a whole trial (on a 10^5-node graph a lowered copy
+/// is about 300 MiB; the search's peak stays under 1 GiB there).
 llvm::Expected<llvm::Optional<Candidate>>
-SearchDriver::lowerTrial(const ir::Graph &homed, const PlanConfig &config,
-                         llvm::Optional<Candidate> &best) {
-  if (best) {
-    best->graph.reset();
-    best->layout.reset();
-  }
+SearchDriver::lowerTrial(const ir::Graph &homed, const PlanConfig &config) {
   auto trial = lowerCandidate(homed, config, ctx);
   if (trial)
     trace(config, *trial ? predictedStep((*trial)->predicted) : "does not fit");
@@ -304,7 +296,7 @@ llvm::Expected<bool>
 SearchDriver::keepIfFaster(const ir::Graph &homed, const PlanConfig &config,
                            llvm::Optional<Candidate> &best) {
   assert(best && "a configuration is faster than some best one");
-  auto trial = lowerTrial(homed, config, best);
+  auto trial = lowerTrial(homed, config);
   if (!trial)
     return trial.takeError();
   if (!*trial || !((*trial)->predicted.stepSeconds <
@@ -312,25 +304,6 @@ SearchDriver::keepIfFaster(const ir::Graph &homed, const PlanConfig &config,
     return false;
   best = std::move(*trial);
   return true;
-}
-
-/// The graph and layout of `candidate`, let go of by lowerTrial, made
-/// again. Lowering is deterministic, so this is the plan its prediction
-/// was made for; a lowering that now differs is a bug, reported as one.
-llvm::Error SearchDriver::lowerAgain(const ir::Graph &homed,
-                                     Candidate &candidate) {
-  if (candidate.graph)
-    return llvm::Error::success();
-  auto again = lowerCandidate(homed, candidate.config, ctx);
-  if (!again)
-    return again.takeError();
-  if (!*again || (*again)->predicted.stepSeconds !=
-                     candidate.predicted.stepSeconds)
-    return makeError("internal error: the placement search lowered the same "
-                     "configuration twice with different results");
-  candidate = std::move(**again);
-  trace(candidate.config, "the best, lowered again to keep");
-  return llvm::Error::success();
 }
 
 /// Both timing families, each from the shortest lead up, at the queue
@@ -345,7 +318,7 @@ llvm::Error SearchDriver::searchFamilies(const ir::Graph &homed,
     double familyBest = std::numeric_limits<double>::infinity();
     for (double lead : kLeads) {
       config.prefetchLead = lead;
-      auto trial = lowerTrial(homed, config, best);
+      auto trial = lowerTrial(homed, config);
       if (!trial)
         return trial.takeError();
       if (!*trial)
@@ -523,8 +496,6 @@ SearchDriver::searchOverlap(const ir::Graph &homed, PlanConfig config) {
   if (llvm::Error err = searchBucketSizes(homed, best))
     return std::move(err);
   if (best) {
-    if (llvm::Error err = lowerAgain(homed, *best))
-      return std::move(err);
     auto moved =
         hoistRounds(*best->graph, best->config, best->layout, best->predicted);
     if (!moved)
