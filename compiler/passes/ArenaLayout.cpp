@@ -196,20 +196,38 @@ private:
   /// lowest of equal ones), or the top of the union: the same gaps, in the
   /// same order, as a scan of the overlapping buffers themselves.
   uint64_t bestFit(uint64_t size) {
-    runs.clear();
-    for (const RunSet *s : sets)
-      runs.append(s->get().begin(), s->get().end());
-    work += runs.size();
-    llvm::sort(runs, [](const Run &a, const Run &b) { return a.lo < b.lo; });
+    // Each set is in address order already: merged through a heap of the
+    // sets' next runs rather than sorted together. (Among runs that begin
+    // at one address the order does not matter: after the first, the
+    // others begin below the cursor.)
+    heads.clear();
+    for (const RunSet *s : sets) {
+      llvm::ArrayRef<Run> r = s->get();
+      work += r.size();
+      if (!r.empty())
+        heads.push_back(r);
+    }
+    auto later = [](llvm::ArrayRef<Run> a, llvm::ArrayRef<Run> b) {
+      return a.front().lo > b.front().lo;
+    };
+    std::make_heap(heads.begin(), heads.end(), later);
     uint64_t best = 0, bestGap = UINT64_MAX, cursor = 0;
     bool found = false;
-    for (const Run &r : runs) {
+    while (!heads.empty()) {
+      std::pop_heap(heads.begin(), heads.end(), later);
+      llvm::ArrayRef<Run> &rest = heads.back();
+      const Run &r = rest.front();
       if (r.lo > cursor && r.lo - cursor >= size && r.lo - cursor < bestGap) {
         bestGap = r.lo - cursor;
         best = cursor;
         found = true;
       }
       cursor = std::max(cursor, r.hi);
+      rest = rest.drop_front();
+      if (rest.empty())
+        heads.pop_back();
+      else
+        std::push_heap(heads.begin(), heads.end(), later);
     }
     return found ? best : cursor;
   }
@@ -240,7 +258,7 @@ private:
   // Scratch, kept to reuse the allocations.
   llvm::SmallVector<size_t, 64> canonical;
   llvm::SmallVector<const RunSet *, 64> sets;
-  llvm::SmallVector<Run, 64> runs;
+  llvm::SmallVector<llvm::ArrayRef<Run>, 64> heads;
 };
 
 /// The buffers live at one instant of a sweep in time order, with the gaps
