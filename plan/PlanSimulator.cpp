@@ -156,10 +156,11 @@ llvm::Expected<Prediction> simulateOnce(const SimProgram &program, const Hardwar
   auto mustFollowHeld = [&](const SimInstruction &inst) {
     if (!inst.directNvme)
       return Follow::Alone;
+    const NvmeSides &sides = program.nvmeSides[inst.sides];
     bool conflict = llvm::any_of(held.instructions, [&](int j) {
-      const SimInstruction &w = instructions[j];
-      return CostModelOf::shareSectors(inst.tierSide, w.tierSide) ||
-             (inst.fillsHost && CostModelOf::shareSectors(inst.hostSide, w.hostSide));
+      const NvmeSides &w = program.nvmeSides[instructions[j].sides];
+      return CostModelOf::shareSectors(sides.tierSide, w.tierSide) ||
+             (inst.fillsHost && CostModelOf::shareSectors(sides.hostSide, w.hostSide));
     });
     return conflict ? Follow::Conflict : Follow::No;
   };

@@ -25,7 +25,7 @@ SimKind simKindOf(llvm::StringRef domain, llvm::StringRef op, Stream stream,
   return SimKind::Kernel;
 }
 
-void setNvmeFacts(SimInstruction &inst, const SimBytes *source,
+void setNvmeFacts(SimProgram &program, SimInstruction &inst, const SimBytes *source,
                   const SimBytes *destination, bool destinationIsSource) {
   inst.readsTier = source && source->tier == TIER_NVME;
   const SimBytes *tierSide = inst.readsTier ? source : destination;
@@ -38,8 +38,8 @@ void setNvmeFacts(SimInstruction &inst, const SimBytes *source,
   if (!inst.directNvme)
     return;
   inst.fillsHost = inst.readsTier || destinationIsSource;
-  inst.tierSide = *tierSide;
-  inst.hostSide = *hostSide;
+  inst.sides = static_cast<uint32_t>(program.nvmeSides.size());
+  program.nvmeSides.push_back({*tierSide, *hostSide});
 }
 
 llvm::Expected<SimProgram> simProgramOfPlan(const Plan &plan) {
@@ -132,7 +132,7 @@ llvm::Expected<SimProgram> simProgramOfPlan(const Plan &plan) {
         from = bytesOf(source);
       if (valid(destination))
         to = bytesOf(destination);
-      setNvmeFacts(s, valid(source) ? &from : nullptr,
+      setNvmeFacts(program, s, valid(source) ? &from : nullptr,
                    valid(destination) ? &to : nullptr, source == destination);
     }
     s.firstWait = static_cast<uint32_t>(program.waits.size());

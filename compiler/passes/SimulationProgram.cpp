@@ -116,7 +116,7 @@ plan::SimProgram simulationProgramOf(const ir::Graph &g, const TierLayout &layou
         from = bytesOf(source);
       if (destination)
         to = bytesOf(destination);
-      plan::setNvmeFacts(s, source ? &from : nullptr,
+      plan::setNvmeFacts(program, s, source ? &from : nullptr,
                          destination ? &to : nullptr, source == destination);
     }
     program.instructions.push_back(s);

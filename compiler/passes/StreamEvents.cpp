@@ -95,7 +95,7 @@ public:
 
   /// The latest instruction on stream `t` whose access conflicts with `a`
   /// (overlaps it, one of them writing), or -1.
-  int64_t latestConflict(const SegmentAccess &a, int t) const {
+  int32_t latestConflict(const SegmentAccess &a, int t) const {
     const std::unique_ptr<RangeMax> &by = a.write ? touched[t] : written[t];
     if (!by)
       return -1;
@@ -189,7 +189,9 @@ StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
     return llvm::makeArrayRef(spans).slice(first[i], first[i + 1] - first[i]);
   };
 
-  using Clock = std::array<int64_t, kStreams>;
+  // Instruction indices, as the shadows hold them: 32 bits (a clock per
+  // instruction is kept).
+  using Clock = std::array<int32_t, kStreams>;
   // waited[s][t]: the latest instruction of stream t that stream s is
   // already ordered after.
   std::array<Clock, kStreams> waited;
@@ -205,7 +207,7 @@ StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
   lastOf.fill(-1);
   for (size_t i = 0; i < order.size(); ++i) {
     int s = static_cast<int>(order[i]->stream);
-    int64_t latest[kStreams];
+    int32_t latest[kStreams];
     for (int t = 0; t < kStreams; ++t) {
       latest[t] = -1;
       if (t != s && lastOf[t] > waited[s][t])
@@ -215,7 +217,7 @@ StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
               shadows[static_cast<unsigned>(a.tier)].latestConflict(a, t));
     }
     for (int t = 0; t < kStreams; ++t) {
-      int64_t j = latest[t];
+      int32_t j = latest[t];
       if (t == s || j <= waited[s][t])
         continue;
       if (eventOf[j] < 0) {
@@ -228,8 +230,8 @@ StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
         waited[s][u] = std::max(waited[s][u], clock[j][u]);
       waited[s][t] = j;
     }
-    waited[s][s] = i;
-    lastOf[s] = i;
+    waited[s][s] = static_cast<int32_t>(i);
+    lastOf[s] = static_cast<int32_t>(i);
     clock[i] = waited[s];
     for (const SegmentAccess &a : accessesOf(i))
       shadows[static_cast<unsigned>(a.tier)].record(a, s,
@@ -237,6 +239,5 @@ StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
   }
   return events;
 }
-
 
 } // namespace zinc

@@ -71,20 +71,28 @@ struct SimInstruction {
   /// On the NVMe stream: whether it reads the tier (its source is there).
   bool readsTier = false;
   /// An NVMe copy the lane submits straight between the tier and a host
-  /// tensor on a sector boundary (O_DIRECT), beside others; tierSide and
-  /// hostSide are then its two tensors' bytes.
+  /// tensor on a sector boundary (O_DIRECT), beside others; `sides` then
+  /// indexes its two tensors' bytes in the program's nvmeSides.
   bool directNvme = false;
   /// A direct copy whose tier side is its source: it fills host bytes.
   bool fillsHost = false;
-  SimBytes tierSide, hostSide;
+  uint32_t sides = 0;
   /// Events waited on and signalled: [first, first + count) of the
   /// program's waits and signals.
   uint32_t firstWait = 0, numWaits = 0;
   uint32_t firstSignal = 0, numSignals = 0;
 };
 
+/// A direct NVMe copy's bytes in the tier and in host memory: kept beside
+/// the instructions, which are mostly not such copies (a program of 10^6
+/// instructions is held while a trial's simulation runs).
+struct NvmeSides {
+  SimBytes tierSide, hostSide;
+};
+
 struct SimProgram {
   std::vector<SimInstruction> instructions;
+  std::vector<NvmeSides> nvmeSides;
   std::vector<uint32_t> waits, signals;
   uint32_t numEvents = 0;
   unsigned ranks = 1;
@@ -110,11 +118,12 @@ llvm::Expected<SimProgram> simProgramOfPlan(const Plan &plan);
 SimKind simKindOf(llvm::StringRef domain, llvm::StringRef op, Stream stream,
                   bool hasInputs);
 
-/// Sets `inst`'s NVMe facts (readsTier, directNvme, fillsHost and both
-/// sides' bytes) from its source, input 0, and its destination (CopyInto's
-/// input 1, else output 0); null where it has none. `destinationIsSource`:
-/// both are one tensor. Its stream and kind must be set.
-void setNvmeFacts(SimInstruction &inst, const SimBytes *source,
+/// Sets `inst`'s NVMe facts (readsTier, directNvme, fillsHost and, in
+/// `program`, both sides' bytes) from its source, input 0, and its
+/// destination (CopyInto's input 1, else output 0); null where it has none.
+/// `destinationIsSource`: both are one tensor. Its stream and kind must be
+/// set.
+void setNvmeFacts(SimProgram &program, SimInstruction &inst, const SimBytes *source,
                   const SimBytes *destination, bool destinationIsSource);
 
 /// The sector of the lane's O_DIRECT requests.

@@ -248,11 +248,14 @@ void expectSameFacts(const plan::SimProgram &a, const plan::SimProgram &b) {
     EXPECT_EQ(x.readsTier, y.readsTier);
     EXPECT_EQ(x.directNvme, y.directNvme);
     EXPECT_EQ(x.fillsHost, y.fillsHost);
-    for (auto [u, v] : {std::pair{&x.tierSide, &y.tierSide},
-                        std::pair{&x.hostSide, &y.hostSide}}) {
-      EXPECT_EQ(u->tier, v->tier);
-      EXPECT_EQ(u->offset, v->offset);
-      EXPECT_EQ(u->size, v->size);
+    if (x.directNvme && y.directNvme) {
+      const plan::NvmeSides &p = a.nvmeSides[x.sides], &q = b.nvmeSides[y.sides];
+      for (auto [u, v] : {std::pair{&p.tierSide, &q.tierSide},
+                          std::pair{&p.hostSide, &q.hostSide}}) {
+        EXPECT_EQ(u->tier, v->tier);
+        EXPECT_EQ(u->offset, v->offset);
+        EXPECT_EQ(u->size, v->size);
+      }
     }
     EXPECT_EQ(a.waitsOf(x).vec(), b.waitsOf(y).vec());
     EXPECT_EQ(a.signalsOf(x).vec(), b.signalsOf(y).vec());
