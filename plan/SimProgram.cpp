@@ -94,13 +94,19 @@ llvm::Expected<SimProgram> simProgramOfPlan(const Plan &plan) {
     const bool hasInputs = inst.inputs_size() > 0;
     s.kind = simKindOf(inst.domain(), inst.op(), s.stream, hasInputs);
     s.updateOnly = inst.update_only();
-    int first = inst.outputs_size() ? inst.outputs(0) : hasInputs ? inst.inputs(0) : -1;
-    if (valid(first)) {
-      auto dtype = dtypeFromOnnx(plan.tensors(first).dtype());
-      s.half = dtype && (*dtype == DType::F16 || *dtype == DType::BF16);
+    const bool kernel = s.stream == STREAM_COMPUTE || s.stream == STREAM_HOST;
+    if (kernel) {
+      int first = inst.outputs_size() ? inst.outputs(0) : hasInputs ? inst.inputs(0) : -1;
+      if (valid(first)) {
+        auto dtype = dtypeFromOnnx(plan.tensors(first).dtype());
+        s.half = dtype && (*dtype == DType::F16 || *dtype == DType::BF16);
+      }
+      s.matrixProduct = isMatrixProductOp(inst.op());
+      s.recompute = llvm::StringRef(inst.name()).contains("@recompute");
+      for (const auto *ids : {&inst.inputs(), &inst.outputs()})
+        for (int id : *ids)
+          s.largestOperand = std::max(s.largestOperand, elementsOf(id));
     }
-    s.matrixProduct = isMatrixProductOp(inst.op());
-    s.recompute = llvm::StringRef(inst.name()).contains("@recompute");
     switch (s.kind) {
     case SimKind::Transfer:
       s.bytes = sizeOf(inst.inputs(0));
@@ -119,9 +125,6 @@ llvm::Expected<SimProgram> simProgramOfPlan(const Plan &plan) {
     s.flops = inst.flops();
     if (s.kind == SimKind::OptimizerStep)
       s.updatedElements = elementsOf(inst.inputs(0));
-    for (const auto *ids : {&inst.inputs(), &inst.outputs()})
-      for (int id : *ids)
-        s.largestOperand = std::max(s.largestOperand, elementsOf(id));
     if (s.stream == STREAM_NVME) {
       int source = hasInputs ? inst.inputs(0) : -1;
       int destination = inst.op() == "CopyInto"

@@ -72,12 +72,21 @@ plan::SimProgram simulationProgramOf(const ir::Graph &g, const TierLayout &layou
     const bool hasInputs = !n->inputs.empty();
     s.kind = plan::simKindOf(n->domain, n->opType, s.stream, hasInputs);
     s.updateOnly = updateOnly.count(n);
-    const ir::Value *first = !n->outputs.empty() ? n->outputs[0]
-                             : hasInputs        ? n->inputs[0]
-                                                : nullptr;
-    s.half = first && (first->dtype == DType::F16 || first->dtype == DType::BF16);
-    s.matrixProduct = isMatrixProductOp(n->opType);
-    s.recompute = llvm::StringRef(n->name).contains("@recompute");
+    const bool kernel =
+        n->stream == ir::Stream::Compute || n->stream == ir::Stream::Host;
+    if (kernel) {
+      const ir::Value *first = !n->outputs.empty() ? n->outputs[0]
+                               : hasInputs        ? n->inputs[0]
+                                                  : nullptr;
+      s.half = first && (first->dtype == DType::F16 || first->dtype == DType::BF16);
+      s.matrixProduct = isMatrixProductOp(n->opType);
+      s.recompute = llvm::StringRef(n->name).contains("@recompute");
+      s.flops = passes::estimateFlops(*n);
+      for (const ir::Value *in : n->inputs)
+        s.largestOperand = std::max(s.largestOperand, elementsOf(in));
+      for (const ir::Value *out : n->outputs)
+        s.largestOperand = std::max(s.largestOperand, elementsOf(out));
+    }
     switch (s.kind) {
     case plan::SimKind::Transfer:
       s.bytes = sizeOf(n->inputs[0]);
@@ -97,14 +106,8 @@ plan::SimProgram simulationProgramOf(const ir::Graph &g, const TierLayout &layou
       for (const ir::Value *out : n->outputs)
         s.bytes += sizeOf(out);
     }
-    if (n->stream == ir::Stream::Compute || n->stream == ir::Stream::Host)
-      s.flops = passes::estimateFlops(*n);
     if (s.kind == plan::SimKind::OptimizerStep)
       s.updatedElements = elementsOf(n->inputs[0]);
-    for (const ir::Value *in : n->inputs)
-      s.largestOperand = std::max(s.largestOperand, elementsOf(in));
-    for (const ir::Value *out : n->outputs)
-      s.largestOperand = std::max(s.largestOperand, elementsOf(out));
     if (s.stream == plan::STREAM_NVME) {
       const ir::Value *source = hasInputs ? n->inputs[0] : nullptr;
       const ir::Value *destination =

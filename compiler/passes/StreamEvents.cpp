@@ -123,59 +123,47 @@ private:
 
 StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
   StreamEvents events;
-  std::vector<const ir::Node *> order;
-  order.reserve(g.numNodes());
-  for (const auto &n : g.nodes())
-    order.push_back(&*n);
-  // Each value's bytes, once: a value is accessed by its writer and each
-  // reader, and they all see the same range.
+  // One walk over the nodes (each a cache miss on a big graph) gathers
+  // what the rest reads: each instruction's stream and accesses by value
+  // id, and each value's bytes the first time it is seen (a value is
+  // accessed by its writer and each reader, all at the same range).
   struct ValueBytes {
     uint64_t begin = 0, end = 0;
     uint32_t lo = 0, hi = 0;
+    ir::Tier tier = ir::Tier::Gpu;
     bool seen = false;
   };
+  struct Access {
+    uint32_t value;
+    bool write;
+  };
   std::vector<ValueBytes> bytesOf(g.valueIdBound());
-  std::vector<const ir::Value *> touched;
+  std::vector<uint32_t> touched;
   std::vector<uint64_t> bounds[kTiers];
-  auto note = [&](const ir::Value *v) {
+  std::vector<ir::Stream> streamOf;
+  streamOf.reserve(g.numNodes());
+  // Instruction i's accesses are accesses[first[i], first[i + 1]).
+  std::vector<Access> accesses;
+  std::vector<uint32_t> first;
+  first.reserve(g.numNodes() + 1);
+  auto add = [&](const ir::Value *v, bool write) {
     ValueBytes &b = bytesOf[v->id];
+    accesses.push_back({v->id, write});
     if (b.seen)
       return;
     b.seen = true;
+    b.tier = v->tier;
     b.begin = layout.offsets.lookup(v);
     b.end = b.begin + llvm::alignTo(std::max<uint64_t>(v->byteSize(), 1),
                                     tierAlignment(v->tier));
-    touched.push_back(v);
+    touched.push_back(v->id);
     unsigned tier = static_cast<unsigned>(v->tier);
     bounds[tier].push_back(b.begin);
     bounds[tier].push_back(b.end);
   };
-  for (const ir::Node *n : order) {
-    for (const ir::Value *in : n->inputs)
-      if (in)
-        note(in);
-    for (const ir::Value *out : n->outputs)
-      if (out)
-        note(out);
-  }
-  std::vector<TierShadow> shadows;
-  for (std::vector<uint64_t> &b : bounds)
-    shadows.emplace_back(std::move(b));
-  for (const ir::Value *v : touched) {
-    ValueBytes &b = bytesOf[v->id];
-    std::tie(b.lo, b.hi) =
-        shadows[static_cast<unsigned>(v->tier)].segments(b.begin, b.end);
-  }
-  // Instruction i's accesses are spans[first[i], first[i + 1]).
-  std::vector<SegmentAccess> spans;
-  std::vector<uint32_t> first;
-  first.reserve(order.size() + 1);
-  for (const ir::Node *n : order) {
-    first.push_back(static_cast<uint32_t>(spans.size()));
-    auto add = [&](const ir::Value *v, bool write) {
-      const ValueBytes &b = bytesOf[v->id];
-      spans.push_back({v->tier, write, b.lo, b.hi});
-    };
+  for (const ir::Node *n : g.nodes()) {
+    first.push_back(static_cast<uint32_t>(accesses.size()));
+    streamOf.push_back(n->stream);
     const OpEffects &effects = n->effects(); // A table lookup: once a node.
     for (unsigned k = 0; k < n->inputs.size(); ++k)
       if (n->inputs[k])
@@ -184,7 +172,22 @@ StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
       if (out)
         add(out, true);
   }
-  first.push_back(static_cast<uint32_t>(spans.size()));
+  first.push_back(static_cast<uint32_t>(accesses.size()));
+  std::vector<TierShadow> shadows;
+  for (std::vector<uint64_t> &b : bounds)
+    shadows.emplace_back(std::move(b));
+  for (uint32_t id : touched) {
+    ValueBytes &b = bytesOf[id];
+    std::tie(b.lo, b.hi) =
+        shadows[static_cast<unsigned>(b.tier)].segments(b.begin, b.end);
+  }
+  std::vector<SegmentAccess> spans;
+  spans.reserve(accesses.size());
+  for (const Access &a : accesses) {
+    const ValueBytes &b = bytesOf[a.value];
+    spans.push_back({b.tier, a.write, b.lo, b.hi});
+  }
+  accesses = {};
   auto accessesOf = [&](size_t i) {
     return llvm::makeArrayRef(spans).slice(first[i], first[i + 1] - first[i]);
   };
@@ -197,16 +200,17 @@ StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
   std::array<Clock, kStreams> waited;
   for (Clock &w : waited)
     w.fill(-1);
-  std::vector<int> eventOf(order.size(), -1);
+  const size_t numInstructions = streamOf.size();
+  std::vector<int> eventOf(numInstructions, -1);
   // clock[i]: what instruction i is ordered after, per stream (a vector
   // clock taken when it was issued).
-  std::vector<Clock> clock(order.size());
+  std::vector<Clock> clock(numInstructions);
   // lastOf[t]: stream t's latest instruction so far. A stream with none
   // since s last waited on it cannot hold a conflict s must wait for.
   Clock lastOf;
   lastOf.fill(-1);
-  for (size_t i = 0; i < order.size(); ++i) {
-    int s = static_cast<int>(order[i]->stream);
+  for (size_t i = 0; i < numInstructions; ++i) {
+    int s = static_cast<int>(streamOf[i]);
     int32_t latest[kStreams];
     for (int t = 0; t < kStreams; ++t) {
       latest[t] = -1;

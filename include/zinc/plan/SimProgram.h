@@ -53,6 +53,8 @@ struct SimInstruction {
   SimKind kind = SimKind::Kernel;
   /// Only the last micro-batch of a step runs it (Plan.proto's update_only).
   bool updateOnly = false;
+  // What prices a kernel, gathered for the compute and host streams alone
+  // (the copy and collective streams run none).
   /// Computes in 16 bits: its first output, else its first input, is f16
   /// or bf16.
   bool half = false;
@@ -66,7 +68,8 @@ struct SimInstruction {
   uint64_t flops = 0;
   /// An optimizer step: the elements of the parameter it updates.
   double updatedElements = 0;
-  /// Elements of the largest operand (measured kernel times are by size).
+  /// Elements of the largest operand (measured kernel times are by size):
+  /// compute and host streams alone, as above.
   double largestOperand = 0;
   /// On the NVMe stream: whether it reads the tier (its source is there).
   bool readsTier = false;
