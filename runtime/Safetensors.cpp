@@ -175,17 +175,28 @@ private:
 };
 } // namespace
 
-/// The whole file at `path`, read before this returns.
-static llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
-readIntoPages(llvm::StringRef path) {
+/// `path` open for reading, and its size; the caller closes it.
+static llvm::Expected<std::pair<int, uint64_t>> openForReading(llvm::StringRef path) {
   int fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return makeError(path + ": cannot open: " + std::strerror(errno));
-  auto closeFd = llvm::make_scope_exit([&] { ::close(fd); });
   struct stat st;
-  if (::fstat(fd, &st) != 0)
-    return makeError(path + ": cannot stat: " + std::strerror(errno));
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (::fstat(fd, &st) != 0) {
+    int error = errno;
+    ::close(fd);
+    return makeError(path + ": cannot stat: " + std::strerror(error));
+  }
+  return std::pair{fd, static_cast<uint64_t>(st.st_size)};
+}
+
+/// The whole file at `path`, read before this returns.
+static llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
+readIntoPages(llvm::StringRef path) {
+  auto opened = openForReading(path);
+  if (!opened)
+    return opened.takeError();
+  auto [fd, size] = *opened;
+  auto closeFd = llvm::make_scope_exit([fd = fd] { ::close(fd); });
   // One byte more than the file, so that an empty one still maps.
   uint64_t mapped = size + 1;
   void *p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
@@ -229,14 +240,11 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path,
 
 llvm::Expected<SafetensorsFile>
 SafetensorsFile::openHeader(llvm::StringRef path) {
-  int fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return makeError(path + ": cannot open: " + std::strerror(errno));
-  auto closeFd = llvm::make_scope_exit([&] { ::close(fd); });
-  struct stat st;
-  if (::fstat(fd, &st) != 0)
-    return makeError(path + ": cannot stat: " + std::strerror(errno));
-  uint64_t fileSize = static_cast<uint64_t>(st.st_size);
+  auto opened = openForReading(path);
+  if (!opened)
+    return opened.takeError();
+  auto [fd, fileSize] = *opened;
+  auto closeFd = llvm::make_scope_exit([fd = fd] { ::close(fd); });
   auto readAt = [&](std::string &out, uint64_t offset,
                     uint64_t n) -> llvm::Error {
     out.resize(n);
