@@ -195,8 +195,9 @@ readIntoPages(llvm::StringRef path) {
   auto opened = openForReading(path);
   if (!opened)
     return opened.takeError();
-  auto [fd, size] = *opened;
-  auto closeFd = llvm::make_scope_exit([fd = fd] { ::close(fd); });
+  const int fd = opened->first;
+  const uint64_t size = opened->second;
+  auto closeFd = llvm::make_scope_exit([fd] { ::close(fd); });
   // One byte more than the file, so that an empty one still maps.
   uint64_t mapped = size + 1;
   void *p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
@@ -243,8 +244,9 @@ SafetensorsFile::openHeader(llvm::StringRef path) {
   auto opened = openForReading(path);
   if (!opened)
     return opened.takeError();
-  auto [fd, fileSize] = *opened;
-  auto closeFd = llvm::make_scope_exit([fd = fd] { ::close(fd); });
+  const int fd = opened->first;
+  const uint64_t fileSize = opened->second;
+  auto closeFd = llvm::make_scope_exit([fd] { ::close(fd); });
   auto readAt = [&](std::string &out, uint64_t offset,
                     uint64_t n) -> llvm::Error {
     out.resize(n);
