@@ -3,7 +3,6 @@
 #include "zinc/support/BoundedJson.h"
 #include "zinc/support/Error.h"
 #include "zinc/support/OutputFile.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -13,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
 
 namespace zinc::rt {
 
@@ -175,18 +175,33 @@ private:
 };
 } // namespace
 
-/// `path` open for reading, and its size; the caller closes it.
-static llvm::Expected<std::pair<int, uint64_t>> openForReading(llvm::StringRef path) {
+namespace {
+/// A file open for reading, and its size; closed when dropped.
+struct OpenFile {
+  int fd = -1;
+  uint64_t size = 0;
+  OpenFile(int fd, uint64_t size) : fd(fd), size(size) {}
+  OpenFile(OpenFile &&o) : fd(std::exchange(o.fd, -1)), size(o.size) {}
+  OpenFile(const OpenFile &) = delete;
+  OpenFile &operator=(const OpenFile &) = delete;
+  OpenFile &operator=(OpenFile &&) = delete;
+  ~OpenFile() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+} // namespace
+
+static llvm::Expected<OpenFile> openForReading(llvm::StringRef path) {
   int fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return makeError(path + ": cannot open: " + std::strerror(errno));
+  OpenFile file(fd, 0);
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int error = errno;
-    ::close(fd);
-    return makeError(path + ": cannot stat: " + std::strerror(error));
-  }
-  return std::pair{fd, static_cast<uint64_t>(st.st_size)};
+  if (::fstat(fd, &st) != 0)
+    return makeError(path + ": cannot stat: " + std::strerror(errno));
+  file.size = static_cast<uint64_t>(st.st_size);
+  return std::move(file);
 }
 
 /// The whole file at `path`, read before this returns.
@@ -195,9 +210,8 @@ readIntoPages(llvm::StringRef path) {
   auto opened = openForReading(path);
   if (!opened)
     return opened.takeError();
-  const int fd = opened->first;
-  const uint64_t size = opened->second;
-  auto closeFd = llvm::make_scope_exit([fd] { ::close(fd); });
+  const int fd = opened->fd;
+  const uint64_t size = opened->size;
   // One byte more than the file, so that an empty one still maps.
   uint64_t mapped = size + 1;
   void *p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
@@ -244,9 +258,8 @@ SafetensorsFile::openHeader(llvm::StringRef path) {
   auto opened = openForReading(path);
   if (!opened)
     return opened.takeError();
-  const int fd = opened->first;
-  const uint64_t fileSize = opened->second;
-  auto closeFd = llvm::make_scope_exit([fd] { ::close(fd); });
+  const int fd = opened->fd;
+  const uint64_t fileSize = opened->size;
   auto readAt = [&](std::string &out, uint64_t offset,
                     uint64_t n) -> llvm::Error {
     out.resize(n);

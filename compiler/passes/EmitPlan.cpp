@@ -103,10 +103,7 @@ llvm::Expected<plan::Plan> emitPlan(const ir::Graph &g, const EmitOptions &opts)
 
   // The events need only the order and the layout: on big graphs they are
   // found on a second thread while the instructions are written.
-  constexpr size_t kNodesWorthAThread = 8192;
-  std::future<StreamEvents> events = std::async(
-      g.numNodes() >= kNodesWorthAThread ? std::launch::async : std::launch::deferred,
-      [&] { return synchronizeStreams(g, layout); });
+  std::future<StreamEvents> events = synchronizeStreamsAsync(g, layout);
 
   // Plan tensor ids by value id.
   std::vector<int> ids(g.valueIdBound(), -1);

@@ -49,10 +49,7 @@ plan::SimProgram simulationProgramOf(const ir::Graph &g, const TierLayout &layou
                                      unsigned gradAccum) {
   // The events need only the order and the layout: on big graphs they are
   // found on a second thread while the instructions' facts are gathered.
-  constexpr size_t kNodesWorthAThread = 8192;
-  std::future<StreamEvents> events = std::async(
-      g.numNodes() >= kNodesWorthAThread ? std::launch::async : std::launch::deferred,
-      [&] { return synchronizeStreams(g, layout); });
+  std::future<StreamEvents> events = synchronizeStreamsAsync(g, layout);
 
   plan::SimProgram program;
   program.ranks = std::max(1u, g.ranks);

@@ -244,4 +244,13 @@ StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout) {
   return events;
 }
 
+std::future<StreamEvents> synchronizeStreamsAsync(const ir::Graph &g,
+                                                  const TierLayout &layout) {
+  // A thread costs more than the events of a few thousand instructions.
+  constexpr size_t kNodesWorthAThread = 8192;
+  return std::async(g.numNodes() >= kNodesWorthAThread ? std::launch::async
+                                                       : std::launch::deferred,
+                    [&g, &layout] { return synchronizeStreams(g, layout); });
+}
+
 } // namespace zinc

@@ -13,6 +13,7 @@
 #include "zinc/ir/Graph.h"
 #include "zinc/passes/TierLayout.h"
 #include <cstdint>
+#include <future>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,12 @@ struct StreamEvents {
 /// the conflict is; a stream that issued nothing since the instruction's
 /// stream last waited on it is not asked (most of them, most of the time).
 StreamEvents synchronizeStreams(const ir::Graph &g, const TierLayout &layout);
+
+/// synchronizeStreams on a second thread where the graph is big enough to
+/// pay for one (else when the result is asked for), so that the caller
+/// writes the instructions meanwhile. `g` and `layout` must outlive it.
+std::future<StreamEvents> synchronizeStreamsAsync(const ir::Graph &g,
+                                                  const TierLayout &layout);
 
 } // namespace zinc
 
